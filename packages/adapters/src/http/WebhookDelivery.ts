@@ -1,0 +1,70 @@
+/**
+ * Delivery by webhook: POSTs the firing to the timer's callbackUrl and reads
+ * the answer. The X-Timer-Firing-Id header stays the same over every attempt
+ * of one firing, so a receiver can drop repeats.
+ */
+import { HttpClient, HttpClientRequest } from "@effect/platform"
+import { formatTimestamp, TimerDelivery, DeliveryOutcome, type DeliveryRequest } from "@timer/core"
+import { Clock, Duration, Effect, Layer } from "effect"
+import { classifyResponse } from "./callbackResponse.js"
+
+/** The header that names a firing; the same over all its attempts. */
+export const FIRING_ID_HEADER = "x-timer-firing-id"
+
+/** The header that numbers the attempt, from 1. */
+export const ATTEMPT_HEADER = "x-timer-attempt"
+
+/** The JSON body of a webhook call. */
+export const webhookBody = (request: DeliveryRequest) => ({
+  namespace: request.timer.namespace,
+  timerId: request.timer.id,
+  executeAt: formatTimestamp(request.timer.executeAt),
+  payload: request.timer.payload ?? null,
+  attempt: request.attempt,
+  firedAt: formatTimestamp(request.firedAt)
+})
+
+const describe = (error: unknown): string => {
+  if (typeof error === "object" && error !== null) {
+    const e = error as { _tag?: string; message?: string; cause?: { message?: string; code?: string; cause?: { code?: string } } }
+    const code = e.cause?.code ?? e.cause?.cause?.code
+    return [e._tag, e.message, code].filter((part) => part !== undefined && part !== "").join(": ")
+  }
+  return String(error)
+}
+
+const make = Effect.gen(function*() {
+  const client = (yield* HttpClient.HttpClient).pipe(HttpClient.followRedirects(5))
+  const deliver = (request: DeliveryRequest) =>
+    HttpClientRequest.post(request.timer.callbackUrl).pipe(
+      HttpClientRequest.setHeaders({
+        [FIRING_ID_HEADER]: request.timer.firingId,
+        [ATTEMPT_HEADER]: String(request.attempt),
+        "user-agent": "durable-timers/0.1"
+      }),
+      HttpClientRequest.bodyUnsafeJson(webhookBody(request)),
+      client.execute,
+      Effect.flatMap((response) =>
+        Effect.zipWith(
+          response.text.pipe(Effect.orElseSucceed(() => "")),
+          Clock.currentTimeMillis,
+          (body, now) => classifyResponse(response.status, body, response.headers["retry-after"], now)
+        )
+      ),
+      Effect.scoped,
+      Effect.timeoutFail({
+        duration: Duration.seconds(request.timer.callbackTimeoutSeconds),
+        onTimeout: () => `callback timed out after ${request.timer.callbackTimeoutSeconds}s`
+      }),
+      Effect.catchAll((error) =>
+        Effect.succeed(DeliveryOutcome.retryable(typeof error === "string" ? error : describe(error)))
+      )
+    )
+  return TimerDelivery.of({ deliver })
+})
+
+/** Webhook delivery over the HttpClient in context. */
+export const layerWebhookDelivery: Layer.Layer<TimerDelivery, never, HttpClient.HttpClient> = Layer.effect(
+  TimerDelivery,
+  make
+)

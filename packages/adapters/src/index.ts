@@ -1,0 +1,10 @@
+/**
+ * @timer/adapters: implementations of the core's ports — the SQL stores
+ * (SQLite now) and webhook delivery.
+ */
+export * from "./http/callbackResponse.js"
+export * from "./http/WebhookDelivery.js"
+export * from "./sql/SqlTimerStore.js"
+export * from "./sql/timerRows.js"
+export * from "./sqlite/SqliteMigrations.js"
+export * from "./sqlite/SqliteStore.js"

@@ -1,0 +1,219 @@
+/**
+ * The timer store and shard ownership over @effect/sql, in SQL that SQLite and
+ * PostgreSQL both run. The schema comes from each database's migrations.
+ */
+import {
+  Namespace,
+  NamespaceExists,
+  ShardOwnership,
+  ShardOwnershipLost,
+  StoreError,
+  TimerNotFound,
+  TimerNotPending,
+  TimerStore,
+  type ShardLease
+} from "@timer/core"
+import { SqlClient } from "@effect/sql"
+import { Clock, Context, Effect, Layer, Option } from "effect"
+import { firingColumns, fromRow, toRow, type TimerRow } from "./timerRows.js"
+
+interface NamespaceRow {
+  readonly name: string
+  readonly num_shards: number
+  readonly created_at: number | string
+}
+
+const toNamespace = (row: NamespaceRow) =>
+  new Namespace({ name: row.name, numShards: Number(row.num_shards), createdAt: Number(row.created_at) })
+
+/** Maps any failure of the database to a StoreError naming the operation. */
+const storeError = (operation: string) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.mapError(effect, (cause) => new StoreError({ operation, cause }))
+
+/** Builds both ports over the SqlClient in context. */
+export const makeSqlStores = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  // Locks the shard row so that a claim cannot commit between the check and the write (PostgreSQL).
+  const lockShard = sql.onDialectOrElse({ pg: () => sql`FOR SHARE`, orElse: () => sql`` })
+
+  /** Fails with ShardOwnershipLost unless the shard is still at the lease's version. Run inside a transaction. */
+  const checkLease = (lease: ShardLease) =>
+    sql<{ version: number | string }>`SELECT version FROM shards
+      WHERE namespace = ${lease.namespace} AND shard_id = ${lease.shardId} ${lockShard}`.pipe(
+      Effect.flatMap((rows) =>
+        rows.length === 1 && Number(rows[0]!.version) === lease.version
+          ? Effect.void
+          : Effect.fail(
+            new ShardOwnershipLost({ namespace: lease.namespace, shardId: lease.shardId, heldVersion: lease.version })
+          )
+      )
+    )
+
+  const getTimerRow = (namespace: string, id: string) =>
+    sql<TimerRow>`SELECT * FROM timers WHERE namespace = ${namespace} AND id = ${id}`.pipe(
+      Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), fromRow))
+    )
+
+  const store = TimerStore.of({
+    createNamespace: (namespace) =>
+      Effect.gen(function*() {
+        yield* sql`INSERT INTO namespaces (name, num_shards, created_at)
+          VALUES (${namespace.name}, ${namespace.numShards}, ${namespace.createdAt})
+          ON CONFLICT (name) DO NOTHING`
+        const rows = yield* sql<NamespaceRow>`SELECT * FROM namespaces WHERE name = ${namespace.name}`
+        const stored = toNamespace(rows[0]!)
+        if (stored.numShards !== namespace.numShards) {
+          return yield* new NamespaceExists({
+            namespace: namespace.name,
+            numShards: stored.numShards,
+            requestedNumShards: namespace.numShards
+          })
+        }
+        return stored
+      }).pipe(Effect.catchTag("SqlError", (cause) => new StoreError({ operation: "createNamespace", cause }))),
+
+    getNamespace: (name) =>
+      sql<NamespaceRow>`SELECT * FROM namespaces WHERE name = ${name}`.pipe(
+        Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toNamespace)),
+        storeError("getNamespace")
+      ),
+
+    listNamespaces: sql<NamespaceRow>`SELECT * FROM namespaces ORDER BY name`.pipe(
+      Effect.map((rows) => rows.map(toNamespace)),
+      storeError("listNamespaces")
+    ),
+
+    upsertTimer: (timer) => {
+      const row = toRow(timer)
+      const { created_at: _c, namespace: _n, id: _i, ...changed } = row
+      return sql<TimerRow>`INSERT INTO timers ${sql.insert(row as any)}
+        ON CONFLICT (namespace, id) DO UPDATE SET ${sql.update(changed as any)}
+        RETURNING *`.pipe(
+        Effect.map((rows) => fromRow(rows[0]!)),
+        storeError("upsertTimer")
+      )
+    },
+
+    getTimer: (key) => getTimerRow(key.namespace, key.id).pipe(storeError("getTimer")),
+
+    updateScheduled: (key, f) =>
+      Effect.gen(function*() {
+        const current = yield* getTimerRow(key.namespace, key.id)
+        if (Option.isNone(current)) return yield* new TimerNotFound({ namespace: key.namespace, timerId: key.id })
+        if (current.value.state !== "SCHEDULED") {
+          return yield* new TimerNotPending({ namespace: key.namespace, timerId: key.id, state: current.value.state })
+        }
+        const next = f(current.value)
+        const { namespace: _n, id: _i, created_at: _c, ...changed } = toRow(next)
+        yield* sql`UPDATE timers SET ${sql.update(changed as any)} WHERE namespace = ${key.namespace} AND id = ${key.id}`
+        return next
+      }).pipe(
+        sql.withTransaction,
+        Effect.catchTag("SqlError", (cause) => new StoreError({ operation: "updateScheduled", cause }))
+      ),
+
+    deleteTimer: (key) =>
+      sql<{ id: string }>`DELETE FROM timers WHERE namespace = ${key.namespace} AND id = ${key.id} RETURNING id`.pipe(
+        Effect.map((rows) => rows.length > 0),
+        storeError("deleteTimer")
+      ),
+
+    listTimers: (query) => {
+      const clauses = [sql`namespace = ${query.namespace}`]
+      if (query.state !== undefined) clauses.push(sql`state = ${query.state}`)
+      if (query.executeAtFrom !== undefined) clauses.push(sql`execute_at >= ${query.executeAtFrom}`)
+      if (query.executeAtTo !== undefined) clauses.push(sql`execute_at < ${query.executeAtTo}`)
+      if (query.after !== undefined) {
+        clauses.push(sql`(execute_at, id) > (${query.after.executeAt}, ${query.after.id})`)
+      }
+      return sql<TimerRow>`SELECT * FROM timers WHERE ${sql.and(clauses)}
+        ORDER BY execute_at, id LIMIT ${query.limit + 1}`.pipe(
+        Effect.map((rows) => {
+          const timers = rows.slice(0, query.limit).map(fromRow)
+          const last = timers[timers.length - 1]
+          return {
+            timers,
+            next: rows.length > query.limit && last !== undefined
+              ? Option.some({ executeAt: last.executeAt, id: last.id })
+              : Option.none()
+          }
+        }),
+        storeError("listTimers")
+      )
+    },
+
+    dueTimers: (lease, now, limit) =>
+      Effect.gen(function*() {
+        yield* checkLease(lease)
+        const rows = yield* sql<TimerRow>`SELECT * FROM timers
+          WHERE namespace = ${lease.namespace} AND shard_id = ${lease.shardId}
+            AND state = 'SCHEDULED' AND next_fire_at <= ${now}
+          ORDER BY next_fire_at LIMIT ${limit}`
+        return rows.map(fromRow)
+      }).pipe(
+        sql.withTransaction,
+        Effect.catchTag("SqlError", (cause) => new StoreError({ operation: "dueTimers", cause }))
+      ),
+
+    nextFireAfter: (shard, after) =>
+      sql<{ next: number | string | null }>`SELECT MIN(next_fire_at) AS next FROM timers
+        WHERE namespace = ${shard.namespace} AND shard_id = ${shard.shardId}
+          AND state = 'SCHEDULED' AND next_fire_at > ${after}`.pipe(
+        Effect.map((rows) => Option.map(Option.fromNullable(rows[0]?.next ?? null), Number)),
+        storeError("nextFireAfter")
+      ),
+
+    recordFiring: (lease, key, firingId, update, now) =>
+      Effect.gen(function*() {
+        yield* checkLease(lease)
+        const rows = yield* sql<{ id: string }>`UPDATE timers SET ${sql.update(firingColumns(update, now))}
+          WHERE namespace = ${key.namespace} AND id = ${key.id}
+            AND firing_id = ${firingId} AND state = 'SCHEDULED'
+          RETURNING id`
+        return rows.length > 0
+      }).pipe(
+        sql.withTransaction,
+        Effect.catchTag("SqlError", (cause) => new StoreError({ operation: "recordFiring", cause }))
+      ),
+
+    purgeFinished: (before, limit) =>
+      sql<{ id: string }>`DELETE FROM timers WHERE (namespace, id) IN (
+          SELECT namespace, id FROM timers
+          WHERE state <> 'SCHEDULED' AND updated_at < ${before}
+          LIMIT ${limit}
+        ) RETURNING id`.pipe(
+        Effect.map((rows) => rows.length),
+        storeError("purgeFinished")
+      ),
+
+    ping: sql`SELECT 1`.pipe(Effect.asVoid, storeError("ping"))
+  })
+
+  const ownership = ShardOwnership.of({
+    claim: (shard, ownerId) =>
+      Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        const rows = yield* sql<{ version: number | string }>`INSERT INTO shards (namespace, shard_id, version, owner_id, claimed_at)
+          VALUES (${shard.namespace}, ${shard.shardId}, 1, ${ownerId}, ${now})
+          ON CONFLICT (namespace, shard_id) DO UPDATE
+            SET version = shards.version + 1, owner_id = ${ownerId}, claimed_at = ${now}
+          RETURNING version`
+        return { ...shard, ownerId, version: Number(rows[0]!.version) }
+      }).pipe(storeError("claimShard")),
+
+    release: (lease) =>
+      sql`UPDATE shards SET owner_id = NULL
+        WHERE namespace = ${lease.namespace} AND shard_id = ${lease.shardId} AND version = ${lease.version}`.pipe(
+        Effect.asVoid,
+        storeError("releaseShard")
+      )
+  })
+
+  return { store, ownership }
+})
+
+/** Both ports over the SqlClient in context; the schema must be migrated first. */
+export const layerSqlStores: Layer.Layer<TimerStore | ShardOwnership, never, SqlClient.SqlClient> = Layer.effectContext(
+  Effect.map(makeSqlStores, ({ ownership, store }) =>
+    Context.make(TimerStore, store).pipe(Context.add(ShardOwnership, ownership)))
+)

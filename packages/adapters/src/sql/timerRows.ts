@@ -1,0 +1,105 @@
+/**
+ * The mapping between stored rows and timer records, shared by the SQL stores.
+ * Timestamps are stored as epoch milliseconds, payload and retry policy as JSON text.
+ */
+import { RetryPolicy, type FiringUpdate, type TimerRecord, type TimerState } from "@timer/core"
+import { Schema } from "effect"
+
+/** A row of the `timers` table. */
+export interface TimerRow {
+  readonly namespace: string
+  readonly id: string
+  readonly shard_id: number
+  readonly execute_at: number | string
+  readonly next_fire_at: number | string
+  readonly callback_url: string
+  readonly payload: string | null
+  readonly retry_policy: string | null
+  readonly callback_timeout_seconds: number
+  readonly state: string
+  readonly attempts: number
+  readonly firing_id: string
+  readonly first_attempt_at: number | string | null
+  readonly created_at: number | string
+  readonly updated_at: number | string
+  readonly executed_at: number | string | null
+  readonly last_error: string | null
+}
+
+const decodeRetryPolicy = Schema.decodeUnknownSync(Schema.parseJson(RetryPolicy))
+const encodeRetryPolicy = Schema.encodeSync(Schema.parseJson(RetryPolicy))
+
+// PostgreSQL returns BIGINT as a string; SQLite as a number.
+const millis = (value: number | string): number => (typeof value === "number" ? value : Number(value))
+
+/** A stored row as a timer record. */
+export const fromRow = (row: TimerRow): TimerRecord => ({
+  namespace: row.namespace,
+  id: row.id,
+  shardId: Number(row.shard_id),
+  executeAt: millis(row.execute_at),
+  nextFireAt: millis(row.next_fire_at),
+  callbackUrl: row.callback_url,
+  ...(row.payload === null ? {} : { payload: JSON.parse(row.payload) }),
+  ...(row.retry_policy === null ? {} : { retryPolicy: decodeRetryPolicy(row.retry_policy) }),
+  callbackTimeoutSeconds: Number(row.callback_timeout_seconds),
+  state: row.state as TimerState,
+  attempts: Number(row.attempts),
+  firingId: row.firing_id,
+  ...(row.first_attempt_at === null ? {} : { firstAttemptAt: millis(row.first_attempt_at) }),
+  createdAt: millis(row.created_at),
+  updatedAt: millis(row.updated_at),
+  ...(row.executed_at === null ? {} : { executedAt: millis(row.executed_at) }),
+  ...(row.last_error === null ? {} : { lastError: row.last_error })
+})
+
+/** A timer record as the columns of a row. */
+export const toRow = (timer: TimerRecord): TimerRow => ({
+  namespace: timer.namespace,
+  id: timer.id,
+  shard_id: timer.shardId,
+  execute_at: timer.executeAt,
+  next_fire_at: timer.nextFireAt,
+  callback_url: timer.callbackUrl,
+  payload: timer.payload === undefined ? null : JSON.stringify(timer.payload),
+  retry_policy: timer.retryPolicy === undefined ? null : encodeRetryPolicy(timer.retryPolicy),
+  callback_timeout_seconds: timer.callbackTimeoutSeconds,
+  state: timer.state,
+  attempts: timer.attempts,
+  firing_id: timer.firingId,
+  first_attempt_at: timer.firstAttemptAt ?? null,
+  created_at: timer.createdAt,
+  updated_at: timer.updatedAt,
+  executed_at: timer.executedAt ?? null,
+  last_error: timer.lastError ?? null
+})
+
+/** The columns a firing update sets. */
+export const firingColumns = (update: FiringUpdate, now: number): Record<string, string | number | null> => {
+  switch (update._tag) {
+    case "Fired":
+      return { state: "FIRED", attempts: update.attempts, executed_at: update.executedAt, updated_at: now }
+    case "Rearmed":
+      return {
+        state: "SCHEDULED",
+        attempts: 0,
+        execute_at: update.executeAt,
+        next_fire_at: update.executeAt,
+        firing_id: update.firingId,
+        first_attempt_at: null,
+        last_error: null,
+        executed_at: update.executedAt,
+        updated_at: now
+      }
+    case "RetryScheduled":
+      return {
+        attempts: update.attempts,
+        next_fire_at: update.nextFireAt,
+        first_attempt_at: update.firstAttemptAt,
+        last_error: update.lastError,
+        updated_at: now
+      }
+    case "Failed":
+      return { state: "FAILED", attempts: update.attempts, last_error: update.lastError, updated_at: now }
+  }
+}

@@ -1,0 +1,89 @@
+/**
+ * Every setting of the server, read once from the environment, each with a
+ * default and a description (the README's configuration table lists them).
+ */
+import { DEFAULT_ENGINE_SETTINGS, parseDurationMillis } from "@timer/core"
+import { Config, ConfigError, Either, Option } from "effect"
+import { randomBytes } from "node:crypto"
+import { hostname } from "node:os"
+
+const duration = (name: string, fallback: string, description: string) =>
+  Config.string(name).pipe(
+    Config.withDefault(fallback),
+    Config.mapOrFail((text) =>
+      Option.match(parseDurationMillis(text), {
+        onNone: () =>
+          Either.left(ConfigError.InvalidData([name], `must be a duration such as "500ms", "30s", "5m", "1h" or "7d", got ${JSON.stringify(text)}`)),
+        onSome: Either.right
+      })
+    ),
+    Config.withDescription(description)
+  )
+
+const positiveInt = (name: string, fallback: number, description: string) =>
+  Config.integer(name).pipe(
+    Config.withDefault(fallback),
+    Config.validate({ message: `${name} must be a positive integer`, validation: (n) => n > 0 }),
+    Config.withDescription(description)
+  )
+
+/** A database location parsed from TIMER_DB_URL. */
+export type DbLocation = { readonly _tag: "Sqlite"; readonly filename: string }
+
+/** Parses TIMER_DB_URL: "sqlite:PATH" (also "sqlite://PATH" and "sqlite::memory:"). */
+export const parseDbUrl = (url: string): Either.Either<DbLocation, string> => {
+  if (url.startsWith("sqlite:")) {
+    const filename = url.slice("sqlite:".length).replace(/^\/\//, "")
+    return filename === "" ? Either.left("sqlite: needs a file path, as in sqlite:./data/timers.db") : Either.right({ _tag: "Sqlite", filename })
+  }
+  if (url.startsWith("postgres://") || url.startsWith("postgresql://")) {
+    return Either.left("PostgreSQL is not supported by this version yet; use sqlite:PATH")
+  }
+  return Either.left(`unknown database URL ${JSON.stringify(url)}; use sqlite:PATH`)
+}
+
+/** A generated instance id: host name, process id and a random suffix. */
+export const generatedInstanceId = () => `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`
+
+/** The server's settings. */
+export const ServerConfig = Config.all({
+  port: Config.port("TIMER_HTTP_PORT").pipe(Config.withDefault(8080), Config.withDescription("HTTP port")),
+  host: Config.string("TIMER_HTTP_HOST").pipe(Config.withDefault("0.0.0.0"), Config.withDescription("HTTP listen address")),
+  db: Config.string("TIMER_DB_URL").pipe(
+    Config.withDefault("sqlite:./data/timers.db"),
+    Config.mapOrFail((url) => Either.mapLeft(parseDbUrl(url), (reason) => ConfigError.InvalidData(["TIMER_DB_URL"], reason))),
+    Config.withDescription("Database: sqlite:PATH")
+  ),
+  sqliteSynchronous: Config.literal("FULL", "NORMAL")("TIMER_SQLITE_SYNCHRONOUS").pipe(
+    Config.withDefault("FULL" as const),
+    Config.withDescription("SQLite PRAGMA synchronous: FULL survives power loss, NORMAL only process crashes")
+  ),
+  instanceId: Config.string("TIMER_INSTANCE_ID").pipe(
+    Config.option,
+    Config.map(Option.getOrElse(generatedInstanceId)),
+    Config.withDescription("This instance's id (generated when not set)")
+  ),
+  maxPayloadBytes: positiveInt("TIMER_MAX_PAYLOAD_BYTES", DEFAULT_ENGINE_SETTINGS.maxPayloadBytes, "Largest payload, JSON-encoded bytes"),
+  deliveryConcurrency: positiveInt("TIMER_DELIVERY_CONCURRENCY", DEFAULT_ENGINE_SETTINGS.deliveryConcurrency, "Deliveries in flight, all shards"),
+  shardConcurrency: positiveInt("TIMER_SHARD_CONCURRENCY", DEFAULT_ENGINE_SETTINGS.shardConcurrency, "Deliveries in flight per shard"),
+  defaultNamespaceShards: Config.integer("TIMER_DEFAULT_NAMESPACE_SHARDS").pipe(
+    Config.withDefault(DEFAULT_ENGINE_SETTINGS.defaultNamespaceShards),
+    Config.validate({ message: "TIMER_DEFAULT_NAMESPACE_SHARDS must be 1 to 4096", validation: (n) => n >= 1 && n <= 4096 }),
+    Config.withDescription("Shards of the default namespace when it is first made")
+  ),
+  retentionMs: duration("TIMER_RETENTION", "7d", "How long FIRED and FAILED timers stay visible"),
+  purgeIntervalMs: duration("TIMER_PURGE_INTERVAL", "1m", "Time between purges of finished timers"),
+  idlePollMs: duration("TIMER_IDLE_POLL", "30s", "Longest an idle shard sleeps without looking at the store"),
+  shutdownGraceMs: duration("TIMER_SHUTDOWN_GRACE", "10s", "How long shutdown waits for in-flight deliveries"),
+  logLevel: Config.literal("trace", "debug", "info", "warning", "error")("TIMER_LOG_LEVEL").pipe(
+    Config.withDefault("info" as const),
+    Config.withDescription("Log level")
+  ),
+  logFormat: Config.literal("json", "logfmt", "pretty")("TIMER_LOG_FORMAT").pipe(
+    Config.withDefault("json" as const),
+    Config.withDescription("Log format")
+  )
+})
+
+/** The server's settings, decoded. */
+export type ServerSettings = Config.Config.Success<typeof ServerConfig>

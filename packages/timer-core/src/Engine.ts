@@ -1,0 +1,111 @@
+/**
+ * The firing engine: claims the shards of every namespace, runs one fiber per
+ * owned shard, and gives the shards back on shutdown.
+ */
+import { Clock, Context, Duration, Effect, FiberMap, Layer, Option, Ref, Schedule } from "effect"
+import { EngineConfig } from "./EngineConfig.js"
+import { runShard } from "./internal/shardRunner.js"
+import { DEFAULT_NAMESPACE, Namespace } from "./Namespace.js"
+import { type ShardRef, shardKey } from "./ShardId.js"
+import { type ShardLease, ShardOwnership } from "./ShardOwnership.js"
+import { TimerDelivery } from "./TimerDelivery.js"
+import type { StoreError } from "./TimerErrors.js"
+import { TimerStore } from "./TimerStore.js"
+import { TimerWakeups } from "./TimerWakeups.js"
+
+/** The firing engine of this instance. */
+export class Engine extends Context.Tag("@timer/Engine")<Engine, {
+  /** Claims and starts the shards of a namespace (one just created, say). */
+  readonly startNamespace: (namespace: Namespace) => Effect.Effect<void, StoreError>
+  /** The leases this instance holds now. */
+  readonly ownedShards: Effect.Effect<ReadonlyArray<ShardLease>>
+  /** True once the shards of every namespace known at start are claimed. */
+  readonly ready: Effect.Effect<boolean>
+}>() {
+  /** The engine, started when the layer is built and stopped when it is released. */
+  static layer: Layer.Layer<
+    Engine,
+    StoreError,
+    TimerStore | ShardOwnership | TimerDelivery | TimerWakeups | EngineConfig
+  > = Layer.scoped(Engine, Effect.suspend(() => make))
+}
+
+const make = Effect.gen(function*() {
+  const store = yield* TimerStore
+  const ownership = yield* ShardOwnership
+  const config = yield* EngineConfig
+  const context = yield* Effect.context<TimerStore | TimerDelivery | TimerWakeups | EngineConfig>()
+  const deliveryPermits = yield* Effect.makeSemaphore(config.deliveryConcurrency)
+  const leases = new Map<string, ShardLease>()
+  const runners = yield* FiberMap.make<string>()
+  const ready = yield* Ref.make(false)
+
+  /** Runs one shard until shutdown or lost ownership; a store failure restarts it after a backoff. */
+  const supervise = (lease: ShardLease) =>
+    runShard(lease, deliveryPermits).pipe(
+      Effect.tapErrorTag("StoreError", (error) =>
+        Effect.logWarning("shard fiber stopped on a store error; restarting").pipe(
+          Effect.annotateLogs({ shard: shardKey(lease), error: error.message })
+        )),
+      Effect.retry({
+        while: (error) => error._tag === "StoreError",
+        schedule: Schedule.exponential(Duration.millis(200)).pipe(Schedule.union(Schedule.spaced(Duration.seconds(30))))
+      }),
+      Effect.catchTag("ShardOwnershipLost", (error) =>
+        Effect.logWarning("shard ownership lost; its fiber stopped before writing anything more").pipe(
+          Effect.annotateLogs({ shard: shardKey(lease), heldVersion: error.heldVersion }),
+          Effect.zipRight(Effect.sync(() => leases.delete(shardKey(lease))))
+        )),
+      Effect.provide(context)
+    )
+
+  const startShard = (shard: ShardRef) =>
+    Effect.gen(function*() {
+      const key = shardKey(shard)
+      if (leases.has(key)) return
+      const lease = yield* ownership.claim(shard, config.instanceId)
+      leases.set(key, lease)
+      yield* FiberMap.run(runners, key, supervise(lease))
+    })
+
+  const startNamespace = (namespace: Namespace) =>
+    Effect.forEach(
+      Array.from({ length: namespace.numShards }, (_, shardId) => ({ namespace: namespace.name, shardId })),
+      startShard,
+      { discard: true }
+    )
+
+  // On shutdown: stop every shard fiber (each lets its deliveries finish within
+  // the grace period, all at once), then give the shards back.
+  yield* Effect.addFinalizer(() =>
+    Effect.gen(function*() {
+      yield* FiberMap.clear(runners)
+      yield* Effect.forEach(leases.values(), (lease) => Effect.ignore(ownership.release(lease)), {
+        concurrency: 16,
+        discard: true
+      })
+      yield* Effect.logInfo("released shards").pipe(Effect.annotateLogs({ count: leases.size }))
+      leases.clear()
+    })
+  )
+
+  const now = yield* Clock.currentTimeMillis
+  const existing = yield* store.getNamespace(DEFAULT_NAMESPACE)
+  if (Option.isNone(existing)) {
+    yield* store.createNamespace(
+      new Namespace({ name: DEFAULT_NAMESPACE, numShards: config.defaultNamespaceShards, createdAt: now })
+    ).pipe(Effect.catchTag("NamespaceExists", () => Effect.void))
+  }
+  const namespaces = yield* store.listNamespaces
+  yield* Effect.forEach(namespaces, startNamespace, { discard: true })
+  yield* Ref.set(ready, true)
+  yield* Effect.logInfo("engine started").pipe(
+    Effect.annotateLogs({ instanceId: config.instanceId, namespaces: namespaces.length, shards: leases.size })
+  )
+
+  return Engine.of({
+    startNamespace,
+    ownedShards: Effect.sync(() => Array.from(leases.values())),
+    ready: Ref.get(ready)
+  })
+})

@@ -1,0 +1,41 @@
+/**
+ * The delivery port: carries one firing of a timer to its target (a webhook
+ * now; a broker subject later) and says how it went.
+ */
+import { Context, type Effect } from "effect"
+import type { TimerRecord } from "./Timer.js"
+
+/** One attempt at delivering one firing. */
+export interface DeliveryRequest {
+  readonly timer: TimerRecord
+  /** 1 for the first attempt of this firing. */
+  readonly attempt: number
+  /** When this attempt started, epoch milliseconds. */
+  readonly firedAt: number
+}
+
+/**
+ * How an attempt went:
+ * - Delivered: the target took it.
+ * - Reschedule: the target asks for another firing at `nextExecuteAt`.
+ * - Retryable: it failed and may succeed later (Retry-After in ms when given).
+ * - Permanent: it failed and will not succeed by retrying.
+ */
+export type DeliveryOutcome =
+  | { readonly _tag: "Delivered" }
+  | { readonly _tag: "Reschedule"; readonly nextExecuteAt: number }
+  | { readonly _tag: "Retryable"; readonly error: string; readonly retryAfterMs?: number | undefined }
+  | { readonly _tag: "Permanent"; readonly error: string }
+
+/** Constructors of delivery outcomes. */
+export const DeliveryOutcome = {
+  delivered: { _tag: "Delivered" } as DeliveryOutcome,
+  reschedule: (nextExecuteAt: number): DeliveryOutcome => ({ _tag: "Reschedule", nextExecuteAt }),
+  retryable: (error: string, retryAfterMs?: number): DeliveryOutcome => ({ _tag: "Retryable", error, retryAfterMs }),
+  permanent: (error: string): DeliveryOutcome => ({ _tag: "Permanent", error })
+}
+
+/** Delivers firings. Never fails: every problem is an outcome. */
+export class TimerDelivery extends Context.Tag("@timer/TimerDelivery")<TimerDelivery, {
+  readonly deliver: (request: DeliveryRequest) => Effect.Effect<DeliveryOutcome>
+}>() {}

@@ -1,0 +1,88 @@
+/**
+ * The errors of the timer service, each with what a caller needs to act on it.
+ */
+import { Schema } from "effect"
+
+/** One bad field of a request, and why it is bad. */
+export class FieldIssue extends Schema.Class<FieldIssue>("FieldIssue")({
+  field: Schema.String,
+  message: Schema.String
+}) {}
+
+/** A request that fails validation; nothing was changed. */
+export class InvalidInput extends Schema.TaggedError<InvalidInput>()("InvalidInput", {
+  message: Schema.String,
+  details: Schema.Array(FieldIssue)
+}) {}
+
+/** The namespace does not exist. */
+export class NamespaceNotFound extends Schema.TaggedError<NamespaceNotFound>()("NamespaceNotFound", {
+  namespace: Schema.String
+}) {
+  override get message() {
+    return `namespace ${JSON.stringify(this.namespace)} does not exist`
+  }
+}
+
+/** The namespace exists with another number of shards, which is fixed once created. */
+export class NamespaceExists extends Schema.TaggedError<NamespaceExists>()("NamespaceExists", {
+  namespace: Schema.String,
+  numShards: Schema.Number,
+  requestedNumShards: Schema.Number
+}) {
+  override get message() {
+    return `namespace ${JSON.stringify(this.namespace)} exists with ${this.numShards} shards; numShards cannot change`
+  }
+}
+
+/** No timer with this id in this namespace. */
+export class TimerNotFound extends Schema.TaggedError<TimerNotFound>()("TimerNotFound", {
+  namespace: Schema.String,
+  timerId: Schema.String
+}) {
+  override get message() {
+    return `timer ${JSON.stringify(this.timerId)} not found in namespace ${JSON.stringify(this.namespace)}`
+  }
+}
+
+/** The timer is no longer SCHEDULED, so it cannot be updated; create it again to re-arm it. */
+export class TimerNotPending extends Schema.TaggedError<TimerNotPending>()("TimerNotPending", {
+  namespace: Schema.String,
+  timerId: Schema.String,
+  state: Schema.String
+}) {
+  override get message() {
+    return `timer ${JSON.stringify(this.timerId)} is ${this.state}, not SCHEDULED; create it again to re-arm it`
+  }
+}
+
+/** The payload is larger than the configured limit. */
+export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("PayloadTooLarge", {
+  sizeBytes: Schema.Number,
+  limitBytes: Schema.Number
+}) {
+  override get message() {
+    return `payload is ${this.sizeBytes} bytes encoded; the limit is ${this.limitBytes}`
+  }
+}
+
+/** The store failed or could not be reached. */
+export class StoreError extends Schema.TaggedError<StoreError>()("StoreError", {
+  operation: Schema.String,
+  cause: Schema.Defect
+}) {
+  override get message() {
+    return `store operation ${this.operation} failed: ${String((this.cause as any)?.message ?? this.cause)}`
+  }
+}
+
+/** Another owner claimed the shard: its version moved past the one this instance holds. */
+export class ShardOwnershipLost extends Schema.TaggedError<ShardOwnershipLost>()("ShardOwnershipLost", {
+  namespace: Schema.String,
+  shardId: Schema.Number,
+  heldVersion: Schema.Number
+}) {
+  override get message() {
+    return `shard ${this.namespace}/${this.shardId} is no longer owned at version ${this.heldVersion}`
+  }
+}

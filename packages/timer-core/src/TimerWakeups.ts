@@ -1,0 +1,30 @@
+/**
+ * Wake-ups: tells a shard's fiber that a timer was created or moved earlier in
+ * its shard, so it need not wait for its planned wake time.
+ */
+import { Context, Effect, Layer, type Scope } from "effect"
+import { type ShardRef, shardKey } from "./ShardId.js"
+
+/** Wake-up signals per shard. */
+export class TimerWakeups extends Context.Tag("@timer/TimerWakeups")<TimerWakeups, {
+  /** Signals that a timer of `shard` is due at `at` (epoch ms). */
+  readonly notify: (shard: ShardRef, at: number) => Effect.Effect<void>
+  /** Registers the listener of a shard for the life of the scope. */
+  readonly listen: (shard: ShardRef, onWake: (at: number) => void) => Effect.Effect<void, never, Scope.Scope>
+}>() {
+  /** Wake-ups within this process. */
+  static layer: Layer.Layer<TimerWakeups> = Layer.sync(TimerWakeups, () => {
+    const listeners = new Map<string, (at: number) => void>()
+    return TimerWakeups.of({
+      notify: (shard, at) => Effect.sync(() => listeners.get(shardKey(shard))?.(at)),
+      listen: (shard, onWake) =>
+        Effect.acquireRelease(
+          Effect.sync(() => listeners.set(shardKey(shard), onWake)),
+          () =>
+            Effect.sync(() => {
+              if (listeners.get(shardKey(shard)) === onWake) listeners.delete(shardKey(shard))
+            })
+        )
+    })
+  })
+}
