@@ -1,62 +1,12 @@
 #!/usr/bin/env node
 /**
  * The server's entry point: reads the settings, composes the layers once
- * (store → engine → timer service → HTTP) and runs until SIGTERM or SIGINT.
+ * (see ServerLayer.ts) and runs until SIGTERM or SIGINT.
  */
-import { NodeHttpClient, NodeRuntime } from "@effect/platform-node"
-import { layerSqliteStore, layerWebhookDelivery } from "@timer/adapters"
-import { Engine, EngineConfig, Purger, Timers, TimerWakeups } from "@timer/core"
-import { Effect, Layer, Logger, LogLevel } from "effect"
-import { layerHttpServer } from "./http/HttpServer.js"
-import { ServerConfig, type ServerSettings } from "./ServerConfig.js"
-
-/** HTTP request bytes allowed beyond the payload limit, for the other fields. */
-const BODY_OVERHEAD_BYTES = 64 * 1024
-
-const levels = {
-  trace: LogLevel.Trace,
-  debug: LogLevel.Debug,
-  info: LogLevel.Info,
-  warning: LogLevel.Warning,
-  error: LogLevel.Error
-} as const
-
-/** The whole service for the given settings. */
-export const makeServerLayer = (settings: ServerSettings) => {
-  const store = layerSqliteStore({ filename: settings.db.filename, synchronous: settings.sqliteSynchronous })
-  const engineConfig = EngineConfig.layer({
-    instanceId: settings.instanceId,
-    maxPayloadBytes: settings.maxPayloadBytes,
-    deliveryConcurrency: settings.deliveryConcurrency,
-    shardConcurrency: settings.shardConcurrency,
-    defaultNamespaceShards: settings.defaultNamespaceShards,
-    retentionMs: settings.retentionMs,
-    purgeIntervalMs: settings.purgeIntervalMs,
-    idlePollMs: settings.idlePollMs,
-    shutdownGraceMs: settings.shutdownGraceMs
-  })
-  const delivery = layerWebhookDelivery.pipe(Layer.provide(NodeHttpClient.layerUndici))
-  const engine = Engine.layer.pipe(Layer.provide(delivery))
-  const core = Timers.layer.pipe(
-    Layer.provideMerge(engine),
-    Layer.provideMerge(Purger.layer),
-    Layer.provideMerge(TimerWakeups.layer),
-    Layer.provideMerge(engineConfig),
-    Layer.provideMerge(store)
-  )
-  const http = layerHttpServer({
-    port: settings.port,
-    host: settings.host,
-    maxBodyBytes: settings.maxPayloadBytes + BODY_OVERHEAD_BYTES
-  })
-  return http.pipe(Layer.provide(core))
-}
-
-const loggerFor = (settings: ServerSettings) =>
-  Layer.mergeAll(
-    settings.logFormat === "json" ? Logger.json : settings.logFormat === "logfmt" ? Logger.logFmt : Logger.pretty,
-    Logger.minimumLogLevel(levels[settings.logLevel])
-  )
+import { NodeRuntime } from "@effect/platform-node"
+import { Effect, Layer, Logger } from "effect"
+import { ServerConfig } from "./ServerConfig.js"
+import { loggerFor, makeServerLayer } from "./ServerLayer.js"
 
 const main = Effect.gen(function*() {
   const settings = yield* ServerConfig

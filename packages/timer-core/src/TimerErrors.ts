@@ -56,13 +56,16 @@ export class TimerNotPending extends Schema.TaggedError<TimerNotPending>()("Time
   }
 }
 
-/** The payload is larger than the configured limit. */
+/** The payload, or the whole request body, is larger than its limit. */
 export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("PayloadTooLarge", {
+  subject: Schema.Literal("payload", "request body"),
   sizeBytes: Schema.Number,
   limitBytes: Schema.Number
 }) {
   override get message() {
-    return `payload is ${this.sizeBytes} bytes encoded; the limit is ${this.limitBytes}`
+    return this.subject === "payload"
+      ? `payload is ${this.sizeBytes} bytes encoded; the limit is ${this.limitBytes}`
+      : `request body is over ${this.limitBytes} bytes (at least ${this.sizeBytes})`
   }
 }
 

@@ -108,7 +108,7 @@ const make = Effect.gen(function*() {
       if (payload === undefined) return Effect.void
       const sizeBytes = Buffer.byteLength(JSON.stringify(payload), "utf8")
       return sizeBytes > config.maxPayloadBytes
-        ? Effect.fail(new PayloadTooLarge({ sizeBytes, limitBytes: config.maxPayloadBytes }))
+        ? Effect.fail(new PayloadTooLarge({ subject: "payload", sizeBytes, limitBytes: config.maxPayloadBytes }))
         : Effect.void
     })
 

@@ -12,6 +12,8 @@ export const parseRetryAfter = (value: string | undefined, now: number): number 
   if (value === undefined || value.trim() === "") return undefined
   const trimmed = value.trim()
   if (/^\d+$/.test(trimmed)) return Number(trimmed) * 1000
+  // An HTTP date (RFC 9110 IMF-fixdate, e.g. "Wed, 21 Oct 2026 07:28:00 GMT"); anything else is ignored.
+  if (!/^[A-Za-z]{3}, \d{2} [A-Za-z]{3} \d{4} \d{2}:\d{2}:\d{2} GMT$/.test(trimmed)) return undefined
   const date = Date.parse(trimmed)
   return Number.isFinite(date) ? Math.max(0, date - now) : undefined
 }

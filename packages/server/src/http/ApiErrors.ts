@@ -87,7 +87,7 @@ export const toApiError = (error: Known): HandlerError => {
       return {
         error: "PAYLOAD_TOO_LARGE",
         message: error.message,
-        details: { sizeBytes: error.sizeBytes, limitBytes: error.limitBytes }
+        details: { subject: error.subject, sizeBytes: error.sizeBytes, limitBytes: error.limitBytes }
       }
     case "StoreError":
       return { error: "INTERNAL_ERROR", message: "the store failed; the request may not have been applied" }

@@ -32,7 +32,10 @@ export interface HttpServerOptions {
   readonly maxBodyBytes: number
 }
 
-/** The API served over Node's HTTP server. */
+/**
+ * The API served over Node's HTTP server. The bound server stays in the
+ * output, so a caller that asked for port 0 can read the address it got.
+ */
 export const layerHttpServer = (options: HttpServerOptions) =>
   HttpApiBuilder.serve().pipe(
     Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
@@ -41,5 +44,5 @@ export const layerHttpServer = (options: HttpServerOptions) =>
     Layer.provide(HttpApiBuilder.api(TimerApi).pipe(Layer.provide(ApiHandlers))),
     Layer.provide(Layer.succeed(MaxBodyBytes, options.maxBodyBytes)),
     HttpServer.withLogAddress,
-    Layer.provide(NodeHttpServer.layer(createServer, { port: options.port, host: options.host }))
+    Layer.provideMerge(NodeHttpServer.layer(createServer, { port: options.port, host: options.host }))
   )

@@ -1,0 +1,62 @@
+/**
+ * The composition of the whole service for given settings: store → engine →
+ * timer service → HTTP. main.ts launches it; tests build it in-process.
+ */
+import { NodeHttpClient } from "@effect/platform-node"
+import { layerSqliteStore, layerWebhookDelivery } from "@timer/adapters"
+import { Engine, EngineConfig, Purger, Timers, TimerWakeups } from "@timer/core"
+import { Layer, Logger, LogLevel } from "effect"
+import { layerHttpServer } from "./http/HttpServer.js"
+import type { ServerSettings } from "./ServerConfig.js"
+
+/** HTTP request bytes allowed beyond the payload limit, for the other fields. */
+export const BODY_OVERHEAD_BYTES = 64 * 1024
+
+const levels = {
+  trace: LogLevel.Trace,
+  debug: LogLevel.Debug,
+  info: LogLevel.Info,
+  warning: LogLevel.Warning,
+  error: LogLevel.Error
+} as const
+
+/**
+ * The whole service for the given settings. Its output is the bound HTTP
+ * server, so a caller that listens on port 0 can read the address it got.
+ */
+export const makeServerLayer = (settings: ServerSettings) => {
+  const store = layerSqliteStore({ filename: settings.db.filename, synchronous: settings.sqliteSynchronous })
+  const engineConfig = EngineConfig.layer({
+    instanceId: settings.instanceId,
+    maxPayloadBytes: settings.maxPayloadBytes,
+    deliveryConcurrency: settings.deliveryConcurrency,
+    shardConcurrency: settings.shardConcurrency,
+    defaultNamespaceShards: settings.defaultNamespaceShards,
+    retentionMs: settings.retentionMs,
+    purgeIntervalMs: settings.purgeIntervalMs,
+    idlePollMs: settings.idlePollMs,
+    shutdownGraceMs: settings.shutdownGraceMs
+  })
+  const delivery = layerWebhookDelivery.pipe(Layer.provide(NodeHttpClient.layerUndici))
+  const engine = Engine.layer.pipe(Layer.provide(delivery))
+  const core = Timers.layer.pipe(
+    Layer.provideMerge(engine),
+    Layer.provideMerge(Purger.layer),
+    Layer.provideMerge(TimerWakeups.layer),
+    Layer.provideMerge(engineConfig),
+    Layer.provideMerge(store)
+  )
+  const http = layerHttpServer({
+    port: settings.port,
+    host: settings.host,
+    maxBodyBytes: settings.maxPayloadBytes + BODY_OVERHEAD_BYTES
+  })
+  return http.pipe(Layer.provide(core))
+}
+
+/** The logger the settings ask for. */
+export const loggerFor = (settings: ServerSettings) =>
+  Layer.mergeAll(
+    settings.logFormat === "json" ? Logger.json : settings.logFormat === "logfmt" ? Logger.logFmt : Logger.pretty,
+    Logger.minimumLogLevel(levels[settings.logLevel])
+  )
