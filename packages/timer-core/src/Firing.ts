@@ -73,11 +73,22 @@ export const applyFiringUpdate = (timer: TimerRecord, update: FiringUpdate, now:
         nextFireAt: update.nextFireAt,
         firstAttemptAt: update.firstAttemptAt,
         lastError: update.lastError,
-        updatedAt: now
+        updatedAt: now,
+        ...keepExecutedAt(timer)
       }
     case "Failed":
-      return { ...rest, state: "FAILED", attempts: update.attempts, lastError: update.lastError, updatedAt: now }
+      return {
+        ...rest,
+        state: "FAILED",
+        attempts: update.attempts,
+        lastError: update.lastError,
+        updatedAt: now,
+        ...keepExecutedAt(timer)
+      }
   }
 }
 
 const keepError = (timer: TimerRecord) => (timer.lastError === undefined ? {} : { lastError: timer.lastError })
+
+// executedAt is when the timer last fired; a later failed attempt does not erase it.
+const keepExecutedAt = (timer: TimerRecord) => (timer.executedAt === undefined ? {} : { executedAt: timer.executedAt })

@@ -35,6 +35,9 @@ export const makeSqlStores = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   // Locks the shard row so that a claim cannot commit between the check and the write (PostgreSQL).
   const lockShard = sql.onDialectOrElse({ pg: () => sql`FOR SHARE`, orElse: () => sql`` })
+  // Locks a timer row between the read and the write of updateScheduled (PostgreSQL), so that
+  // concurrent updates or a firing committed in between are not overwritten.
+  const lockTimer = sql.onDialectOrElse({ pg: () => sql`FOR UPDATE`, orElse: () => sql`` })
 
   /** Fails with ShardOwnershipLost unless the shard is still at the lease's version. Run inside a transaction. */
   const checkLease = (lease: ShardLease) =>
@@ -49,8 +52,8 @@ export const makeSqlStores = Effect.gen(function*() {
       )
     )
 
-  const getTimerRow = (namespace: string, id: string) =>
-    sql<TimerRow>`SELECT * FROM timers WHERE namespace = ${namespace} AND id = ${id}`.pipe(
+  const getTimerRow = (namespace: string, id: string, lock = sql``) =>
+    sql<TimerRow>`SELECT * FROM timers WHERE namespace = ${namespace} AND id = ${id} ${lock}`.pipe(
       Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), fromRow))
     )
 
@@ -98,7 +101,7 @@ export const makeSqlStores = Effect.gen(function*() {
 
     updateScheduled: (key, f) =>
       Effect.gen(function*() {
-        const current = yield* getTimerRow(key.namespace, key.id)
+        const current = yield* getTimerRow(key.namespace, key.id, lockTimer)
         if (Option.isNone(current)) return yield* new TimerNotFound({ namespace: key.namespace, timerId: key.id })
         if (current.value.state !== "SCHEDULED") {
           return yield* new TimerNotPending({ namespace: key.namespace, timerId: key.id, state: current.value.state })

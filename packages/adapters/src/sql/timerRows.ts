@@ -74,11 +74,20 @@ export const toRow = (timer: TimerRecord): TimerRow => ({
   last_error: timer.lastError ?? null
 })
 
-/** The columns a firing update sets. */
+/**
+ * The columns a firing update sets: the row becomes what `applyFiringUpdate`
+ * (Firing.ts) makes of the timer, so every field it drops is set to NULL here.
+ */
 export const firingColumns = (update: FiringUpdate, now: number): Record<string, string | number | null> => {
   switch (update._tag) {
     case "Fired":
-      return { state: "FIRED", attempts: update.attempts, executed_at: update.executedAt, updated_at: now }
+      return {
+        state: "FIRED",
+        attempts: update.attempts,
+        executed_at: update.executedAt,
+        first_attempt_at: null,
+        updated_at: now
+      }
     case "Rearmed":
       return {
         state: "SCHEDULED",
@@ -100,6 +109,12 @@ export const firingColumns = (update: FiringUpdate, now: number): Record<string,
         updated_at: now
       }
     case "Failed":
-      return { state: "FAILED", attempts: update.attempts, last_error: update.lastError, updated_at: now }
+      return {
+        state: "FAILED",
+        attempts: update.attempts,
+        last_error: update.lastError,
+        first_attempt_at: null,
+        updated_at: now
+      }
   }
 }
