@@ -1,7 +1,12 @@
 import { defineConfig } from "vitest/config"
 
+// Tests import the workspace packages' sources (the "@timer/source" export
+// condition), not their dist/ builds, so an edit is tested without a rebuild.
+const conditions = ["@timer/source", "module", "node", "development|production"]
+
 export default defineConfig({
-  resolve: { conditions: ["@timer/source"] },
+  resolve: { conditions },
+  ssr: { resolve: { conditions } },
   test: {
     projects: [
       {

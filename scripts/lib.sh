@@ -18,3 +18,9 @@ build() {
   echo "==> building"
   pnpm exec tsc -b
 }
+
+# Type-checks the tests, which `tsc -b` does not cover.
+typecheck_tests() {
+  echo "==> type-checking tests"
+  pnpm exec tsc -p tsconfig.test.json
+}

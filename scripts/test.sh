@@ -5,6 +5,7 @@ cd "$(dirname "$0")/.."
 . scripts/lib.sh
 ensure_deps
 build
+typecheck_tests
 report=$(mktemp -t vitest-report-XXXXXX.json)
 status=0
 pnpm exec vitest run --reporter=default --reporter=json --outputFile.json="$report" "$@" || status=$?

@@ -920,7 +920,7 @@ describe("with a small configured payload limit", () => {
       duplex: "half"
     } as RequestInit)
     expect(ok.status, await ok.clone().text()).toBe(200)
-    expect((await ok.json()).id).toBe("chunked-ok")
+    expect(((await ok.json()) as { id: string }).id).toBe("chunked-ok")
     expect((await small.get("/healthz")).status).toBe(200)
   })
 })

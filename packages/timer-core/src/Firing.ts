@@ -4,7 +4,8 @@
  */
 import { resolveRetryPolicy, retryDelayMillis } from "./RetryPolicy.js"
 import type { TimerRecord } from "./Timer.js"
-import type { DeliveryOutcome } from "./TimerDelivery.js"
+import { DeliveryOutcome } from "./TimerDelivery.js"
+import { formatTimestamp } from "./Timestamp.js"
 import type { FiringUpdate } from "./TimerStore.js"
 
 /** The inputs of one decision besides the timer and the outcome. */
@@ -26,7 +27,16 @@ export const firingUpdate = (timer: TimerRecord, outcome: DeliveryOutcome, ctx: 
     case "Delivered":
       return { _tag: "Fired", attempts, executedAt: ctx.now }
     case "Reschedule":
-      return { _tag: "Rearmed", executeAt: outcome.nextExecuteAt, firingId: ctx.newFiringId, executedAt: ctx.now }
+      // Each re-arming must move the timer forward, or a callback could make it fire in a tight loop.
+      return outcome.nextExecuteAt > timer.executeAt
+        ? { _tag: "Rearmed", executeAt: outcome.nextExecuteAt, firingId: ctx.newFiringId, executedAt: ctx.now }
+        : firingUpdate(
+          timer,
+          DeliveryOutcome.retryable(
+            `callback asked to re-arm at ${formatTimestamp(outcome.nextExecuteAt)}, not later than executeAt ${formatTimestamp(timer.executeAt)}`
+          ),
+          ctx
+        )
     case "Permanent":
       return { _tag: "Failed", attempts, lastError: outcome.error }
     case "Retryable": {

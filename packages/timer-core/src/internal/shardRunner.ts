@@ -28,8 +28,8 @@ export const runShard = (lease: ShardLease, deliveryPermits: Effect.Semaphore) =
     const capacity = config.shardConcurrency
 
     const wake = yield* Queue.sliding<void>(1)
-    // When the fiber plans to wake up next; -Infinity while it is busy, so any notice wakes it.
-    let plannedWakeAt = Number.NEGATIVE_INFINITY
+    // When the fiber plans to wake up next; +Infinity while it is busy, so any notice (at < +Infinity) is kept and wakes it.
+    let plannedWakeAt = Number.POSITIVE_INFINITY
     yield* wakeups.listen(lease, (at) => {
       if (at < plannedWakeAt) Queue.unsafeOffer(wake, undefined)
     })
@@ -38,9 +38,14 @@ export const runShard = (lease: ShardLease, deliveryPermits: Effect.Semaphore) =
     const inFlight = new Set<string>()
     const deliveries = yield* FiberSet.make<void, never>()
     // On shutdown let in-flight deliveries finish within the grace period; on a lost shard, stop at once.
+    // Finalizers run uninterruptibly, and a timeout cannot cut an uninterruptible wait short: the wait is made interruptible.
     yield* Effect.addFinalizer((exit) =>
       Exit.isInterrupted(exit)
-        ? FiberSet.awaitEmpty(deliveries).pipe(Effect.timeoutOption(Duration.millis(config.shutdownGraceMs)), Effect.asVoid)
+        ? FiberSet.awaitEmpty(deliveries).pipe(
+          Effect.interruptible,
+          Effect.timeoutOption(Duration.millis(config.shutdownGraceMs)),
+          Effect.asVoid
+        )
         : Effect.void
     )
 
@@ -79,7 +84,7 @@ export const runShard = (lease: ShardLease, deliveryPermits: Effect.Semaphore) =
       )
 
     const step = Effect.gen(function*() {
-      plannedWakeAt = Number.NEGATIVE_INFINITY
+      plannedWakeAt = Number.POSITIVE_INFINITY
       yield* Queue.takeAll(wake)
       const now = yield* Clock.currentTimeMillis
       const free = capacity - inFlight.size
