@@ -598,6 +598,15 @@ export const storeContractSuite = (
         expect(ids(yield* store.dueTimers(lease, 300, 1))).toStrictEqual(["due-100"])
       }))
 
+      test("leaves out the ids given as in flight, and the limit counts only the others", Effect.gen(function*() {
+        const { ownership, store } = yield* services
+        yield* seedShards
+        const lease = yield* ownership.claim({ namespace: NS, shardId: 0 }, "owner")
+        expect(ids(yield* store.dueTimers(lease, 300, 100, ["due-100", "retry-250"]))).toStrictEqual(["due-200", "due-300"])
+        expect(ids(yield* store.dueTimers(lease, 300, 1, ["due-100"]))).toStrictEqual(["due-200"])
+        expect(ids(yield* store.dueTimers(lease, 300, 100, ["not-a-timer"]))).toStrictEqual(["due-100", "due-200", "retry-250", "due-300"])
+      }))
+
       test("excludes other shards and other namespaces", Effect.gen(function*() {
         const { ownership, store } = yield* services
         yield* seedShards

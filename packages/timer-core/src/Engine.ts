@@ -4,6 +4,7 @@
  */
 import { Clock, Context, Duration, Effect, FiberMap, Layer, Option, Ref, Schedule } from "effect"
 import { EngineConfig } from "./EngineConfig.js"
+import { makePermits } from "./internal/permits.js"
 import { runShard } from "./internal/shardRunner.js"
 import { DEFAULT_NAMESPACE, Namespace } from "./Namespace.js"
 import { type ShardRef, shardKey } from "./ShardId.js"
@@ -35,7 +36,7 @@ const make = Effect.gen(function*() {
   const ownership = yield* ShardOwnership
   const config = yield* EngineConfig
   const context = yield* Effect.context<TimerStore | TimerDelivery | TimerWakeups | EngineConfig>()
-  const deliveryPermits = yield* Effect.makeSemaphore(config.deliveryConcurrency)
+  const deliveryPermits = yield* makePermits(config.deliveryConcurrency)
   const leases = new Map<string, ShardLease>()
   const runners = yield* FiberMap.make<string>()
   const ready = yield* Ref.make(false)

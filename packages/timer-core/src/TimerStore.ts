@@ -81,13 +81,15 @@ export class TimerStore extends Context.Tag("@timer/TimerStore")<TimerStore, {
 
   /**
    * The SCHEDULED timers of the lease's shard with nextFireAt <= now, oldest
-   * first: an index range scan of one shard. Fails with ShardOwnershipLost
-   * when the shard's version is no longer the lease's.
+   * first, leaving out the ids in `excludeIds` (those already in flight): an
+   * index range scan of one shard. Fails with ShardOwnershipLost when the
+   * shard's version is no longer the lease's.
    */
   readonly dueTimers: (
     lease: ShardLease,
     now: number,
-    limit: number
+    limit: number,
+    excludeIds?: ReadonlyArray<string>
   ) => Effect.Effect<ReadonlyArray<TimerRecord>, ShardOwnershipLost | StoreError>
   /** The earliest nextFireAt later than `after` among the shard's SCHEDULED timers. */
   readonly nextFireAfter: (shard: ShardRef, after: number) => Effect.Effect<Option.Option<number>, StoreError>

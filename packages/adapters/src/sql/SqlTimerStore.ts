@@ -145,12 +145,13 @@ export const makeSqlStores = Effect.gen(function*() {
       )
     },
 
-    dueTimers: (lease, now, limit) =>
+    dueTimers: (lease, now, limit, excludeIds = []) =>
       Effect.gen(function*() {
         yield* checkLease(lease)
+        const excluding = excludeIds.length === 0 ? sql`` : sql`AND id NOT IN ${sql.in(excludeIds)}`
         const rows = yield* sql<TimerRow>`SELECT * FROM timers
           WHERE namespace = ${lease.namespace} AND shard_id = ${lease.shardId}
-            AND state = 'SCHEDULED' AND next_fire_at <= ${now}
+            AND state = 'SCHEDULED' AND next_fire_at <= ${now} ${excluding}
           ORDER BY next_fire_at LIMIT ${limit}`
         return rows.map(fromRow)
       }).pipe(

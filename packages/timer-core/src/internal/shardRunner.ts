@@ -10,6 +10,7 @@ import type { ShardLease } from "../ShardOwnership.js"
 import type { TimerRecord } from "../Timer.js"
 import { TimerDelivery } from "../TimerDelivery.js"
 import type { ShardOwnershipLost } from "../TimerErrors.js"
+import type { Permits } from "./permits.js"
 import { TimerStore } from "../TimerStore.js"
 import { TimerWakeups } from "../TimerWakeups.js"
 
@@ -19,7 +20,7 @@ import { TimerWakeups } from "../TimerWakeups.js"
  * stops at once, nothing more is written) or the store fails (StoreError).
  * `deliveryPermits` bounds deliveries over all shards.
  */
-export const runShard = (lease: ShardLease, deliveryPermits: Effect.Semaphore) =>
+export const runShard = (lease: ShardLease, deliveryPermits: Permits) =>
   Effect.gen(function*() {
     const store = yield* TimerStore
     const delivery = yield* TimerDelivery
@@ -53,7 +54,7 @@ export const runShard = (lease: ShardLease, deliveryPermits: Effect.Semaphore) =
       Effect.gen(function*() {
         const firedAt = yield* Clock.currentTimeMillis
         const attempt = timer.attempts + 1
-        const outcome = yield* deliveryPermits.withPermits(1)(delivery.deliver({ timer, attempt, firedAt }))
+        const outcome = yield* deliveryPermits.withPermit(delivery.deliver({ timer, attempt, firedAt }))
         const now = yield* Clock.currentTimeMillis
         const random = yield* Random.next
         const update = firingUpdate(timer, outcome, { firedAt, now, random, newFiringId: randomUUID() })
@@ -90,14 +91,12 @@ export const runShard = (lease: ShardLease, deliveryPermits: Effect.Semaphore) =
       const free = capacity - inFlight.size
       let full = free <= 0
       if (!full) {
-        const limit = inFlight.size + free
-        const due = yield* store.dueTimers(lease, now, limit)
-        const fresh = due.filter((timer) => !inFlight.has(timer.id)).slice(0, free)
-        for (const timer of fresh) {
+        const due = yield* store.dueTimers(lease, now, free, Array.from(inFlight))
+        for (const timer of due) {
           inFlight.add(timer.id)
           yield* FiberSet.run(deliveries, fire(timer))
         }
-        full = due.length >= limit
+        full = due.length >= free
       }
       if (full) {
         // Every slot is taken and more may be due: a finished delivery wakes us.
