@@ -838,6 +838,36 @@ export const storeContractSuite = (
         const fired: FiringUpdate = { _tag: "Fired", attempts: 3, executedAt: 1_450 }
         expect(yield* store.recordFiring(newer, armed, armed.firingId, fired, 1_500)).toBe(true)
       }))
+
+      test("concurrent outcomes under fresh and stale leases each get their own answer", Effect.gen(function*() {
+        const { ownership, store } = yield* services
+        // Shard 0 is taken over (its first lease is stale); shard 1's lease is current.
+        const stale = yield* ownership.claim({ namespace: NS, shardId: 0 }, "old")
+        yield* ownership.claim({ namespace: NS, shardId: 0 }, "new")
+        const fresh = yield* ownership.claim({ namespace: NS, shardId: 1 }, "owner")
+        const onShard = (shardId: number, n: number) =>
+          Array.from({ length: n }, (_, i) => makeTimer(`s${shardId}-${i}`, { shardId }))
+        const lost = onShard(0, 10)
+        const kept = onShard(1, 10)
+        for (const timer of [...lost, ...kept]) yield* store.upsertTimer(timer)
+        const fired: FiringUpdate = { _tag: "Fired", attempts: 1, executedAt: 2_000 }
+        const results = yield* Effect.all(
+          [
+            ...lost.map((t) => Effect.either(store.recordFiring(stale, t, t.firingId, fired, 2_000))),
+            ...kept.map((t, i) =>
+              Effect.either(store.recordFiring(fresh, t, i % 2 === 0 ? t.firingId : "another-arming", fired, 2_000)))
+          ],
+          { concurrency: "unbounded" }
+        )
+        results.slice(0, 10).forEach((result) => {
+          expect(result._tag).toBe("Left")
+          expect(result._tag === "Left" && result.left).toBeInstanceOf(ShardOwnershipLost)
+        })
+        expect(results.slice(10).map((result) => result._tag === "Right" && result.right))
+          .toStrictEqual(kept.map((_, i) => i % 2 === 0))
+        for (const t of lost) expect((yield* mustGet(t)).state).toBe("SCHEDULED")
+        for (const [i, t] of kept.entries()) expect((yield* mustGet(t)).state).toBe(i % 2 === 0 ? "FIRED" : "SCHEDULED")
+      }))
     })
 
     describe("purgeFinished", () => {

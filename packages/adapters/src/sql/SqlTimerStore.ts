@@ -15,6 +15,7 @@ import {
 } from "@timer/core"
 import { SqlClient } from "@effect/sql"
 import { Clock, Context, Effect, Layer, Option } from "effect"
+import { makeFiringWriter } from "./firingWriter.js"
 import { firingColumns, fromRow, toRow, type TimerRow } from "./timerRows.js"
 
 interface NamespaceRow {
@@ -30,7 +31,7 @@ const toNamespace = (row: NamespaceRow) =>
 const storeError = (operation: string) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.mapError(effect, (cause) => new StoreError({ operation, cause }))
 
-/** Builds both ports over the SqlClient in context. */
+/** Builds both ports over the SqlClient in context; firing outcomes are group-committed by a fiber of the scope. */
 export const makeSqlStores = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   // Locks the shard row so that a claim cannot commit between the check and the write (PostgreSQL).
@@ -56,6 +57,16 @@ export const makeSqlStores = Effect.gen(function*() {
     sql<TimerRow>`SELECT * FROM timers WHERE namespace = ${namespace} AND id = ${id} ${lock}`.pipe(
       Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), fromRow))
     )
+
+  const recordFiring = yield* makeFiringWriter({
+    checkLease,
+    write: ({ firingId, key, now, update }) =>
+      sql<{ id: string }>`UPDATE timers SET ${sql.update(firingColumns(update, now))}
+        WHERE namespace = ${key.namespace} AND id = ${key.id}
+          AND firing_id = ${firingId} AND state = 'SCHEDULED'
+        RETURNING id`.pipe(Effect.map((rows) => rows.length > 0)),
+    transaction: sql.withTransaction
+  })
 
   const store = TimerStore.of({
     createNamespace: (namespace) =>
@@ -167,18 +178,7 @@ export const makeSqlStores = Effect.gen(function*() {
         storeError("nextFireAfter")
       ),
 
-    recordFiring: (lease, key, firingId, update, now) =>
-      Effect.gen(function*() {
-        yield* checkLease(lease)
-        const rows = yield* sql<{ id: string }>`UPDATE timers SET ${sql.update(firingColumns(update, now))}
-          WHERE namespace = ${key.namespace} AND id = ${key.id}
-            AND firing_id = ${firingId} AND state = 'SCHEDULED'
-          RETURNING id`
-        return rows.length > 0
-      }).pipe(
-        sql.withTransaction,
-        Effect.catchTag("SqlError", (cause) => new StoreError({ operation: "recordFiring", cause }))
-      ),
+    recordFiring: (lease, key, firingId, update, now) => recordFiring({ lease, key, firingId, update, now }),
 
     purgeFinished: (before, limit) =>
       sql<{ id: string }>`DELETE FROM timers WHERE (namespace, id) IN (
@@ -217,7 +217,7 @@ export const makeSqlStores = Effect.gen(function*() {
 })
 
 /** Both ports over the SqlClient in context; the schema must be migrated first. */
-export const layerSqlStores: Layer.Layer<TimerStore | ShardOwnership, never, SqlClient.SqlClient> = Layer.effectContext(
+export const layerSqlStores: Layer.Layer<TimerStore | ShardOwnership, never, SqlClient.SqlClient> = Layer.scopedContext(
   Effect.map(makeSqlStores, ({ ownership, store }) =>
     Context.make(TimerStore, store).pipe(Context.add(ShardOwnership, ownership)))
 )
