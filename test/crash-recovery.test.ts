@@ -150,8 +150,8 @@ describe("crash recovery", () => {
     })
 
     first = await startServer({ dir })
-    // Creates are far slower than 1000 per 2 s with the default TIMER_SQLITE_SYNCHRONOUS=FULL
-    // (about 200 to 450/s on a 2-core box), so the firing window opens only once every timer is
+    // 1000 creates take longer than 2 s on a small box with the default TIMER_SQLITE_SYNCHRONOUS=FULL
+    // (creation and firing share its cores), so the firing window opens only once every timer is
     // surely created: its start comes from the rate measured on a warm-up batch (which also
     // warms the server up). The warm-up timers are due in an hour and never fire here.
     const warmup = plan(WARMUP, "warmup", Date.now() + 3_600_000, 1_000)
@@ -245,10 +245,9 @@ describe("crash recovery", () => {
     expect(duplicates.timers).toBeLessThanOrEqual(MAX_UNRECORDED)
     // No timer fires before its executeAt (1 ms of clock rounding allowed).
     expect(Math.min(before.min, after.count > 0 ? after.min : 0)).toBeGreaterThanOrEqual(-1)
-    // 1000 timers in 2 s is more than the server fires per second on a small box (about
-    // 150 to 200/s on 2 cores), so the lag before the kill is mostly backlog: it is only
-    // bounded loosely here, to catch a stalled shard. The SIGTERM test below bounds the
-    // median lag under a load the server keeps up with.
+    // 500 firings a second is within what the server fires on 2 cores, so the median lag stays
+    // small (bounded loosely, for a loaded CI box); the largest catches a stalled shard.
+    expect(before.p50, "median lag before the kill").toBeLessThan(500)
     expect(before.max, "largest lag before the kill").toBeLessThan(STALL_MS)
   })
 
