@@ -8,8 +8,9 @@
  * Writes its figures to .bench/e2e-crash.json.
  */
 import { afterAll, afterEach, describe, expect, it } from "vitest"
-import { type Receiver, startReceiver, type WebhookCall } from "./support/receiver.js"
-import { killAllServers, makeTempDir, removeDir, type ServerHandle, startServer } from "./support/server.js"
+import type { Receiver, WebhookCall } from "./support/receiver.js"
+import { restartRuns } from "./support/restartRun.js"
+import { killAllServers, type ServerHandle } from "./support/server.js"
 import { formatPercentiles, listAllTimers, percentiles, runPool, writeReport } from "./support/util.js"
 
 const NAMESPACE = "default"
@@ -116,8 +117,7 @@ const expectAllFired = async (server: ServerHandle, timers: ReadonlyArray<Planne
   }
 }
 
-const dirs: Array<string> = []
-const receivers: Array<Receiver> = []
+const runs = restartRuns()
 const report: Record<string, unknown> = { generatedAt: new Date().toISOString() }
 
 afterEach(async () => {
@@ -126,8 +126,7 @@ afterEach(async () => {
 
 afterAll(async () => {
   await killAllServers()
-  await Promise.all(receivers.map((r) => r.close()))
-  for (const dir of dirs) removeDir(dir)
+  await runs.close()
   if (Object.keys(report).length > 1) {
     const path = writeReport("e2e-crash.json", report)
     console.log(`e2e report written to ${path}`)
@@ -139,17 +138,9 @@ describe("crash recovery", () => {
     const N = 1000
     const WARMUP = 100
     const WINDOW_MS = 2_000
-    const dir = makeTempDir()
-    dirs.push(dir)
-    const receiver = await startReceiver()
-    receivers.push(receiver)
-    let first: ServerHandle | undefined
-    let second: ServerHandle | undefined
-    ctx.onTestFailed(() => {
-      console.error(`--- first server log ---\n${first?.logTail(40)}\n--- second server log ---\n${second?.logTail(40)}`)
-    })
+    const { receiver, startFirst, startSecond } = await runs.start(ctx)
 
-    first = await startServer({ dir })
+    const first = await startFirst()
     // 1000 creates take longer than 2 s on a small box with the default TIMER_SQLITE_SYNCHRONOUS=FULL
     // (creation and firing share its cores), so the firing window opens only once every timer is
     // surely created: its start comes from the rate measured on a warm-up batch (which also
@@ -181,7 +172,7 @@ describe("crash recovery", () => {
     expect(exit.signal).toBe("SIGKILL")
     const killedAt = Date.now()
 
-    second = await startServer({ dir })
+    const second = await startSecond()
     const restartAt = second.spawnedAt
     const allFired = await receiver.waitUntil(() => receiver.distinctTimers() >= N, 30_000, 5)
     const doneAt = Date.now()
@@ -253,17 +244,9 @@ describe("crash recovery", () => {
 
   it("exits 0 on SIGTERM, and a restarted server fires the timers left", async (ctx) => {
     const N = 300
-    const dir = makeTempDir()
-    dirs.push(dir)
-    const receiver = await startReceiver()
-    receivers.push(receiver)
-    let first: ServerHandle | undefined
-    let second: ServerHandle | undefined
-    ctx.onTestFailed(() => {
-      console.error(`--- first server log ---\n${first?.logTail(40)}\n--- second server log ---\n${second?.logTail(40)}`)
-    })
+    const { receiver, startFirst, startSecond } = await runs.start(ctx)
 
-    first = await startServer({ dir })
+    const first = await startFirst()
     const start = Date.now()
     // Due from 2 s to 5 s after the start: 300 creates take about 1.2 s here.
     const timers = plan(N, "term", start + 2_000, 3_000)
@@ -279,7 +262,7 @@ describe("crash recovery", () => {
     const firedByFirst = receiver.distinctTimers()
     expect(first.logTail(400)).toMatch(/released shards/)
 
-    second = await startServer({ dir })
+    const second = await startSecond()
     const allFired = await receiver.waitUntil(() => receiver.distinctTimers() >= N, 30_000, 5)
     expect(allFired, `only ${receiver.distinctTimers()} of ${N} timers fired within 30 s of the restart`).toBe(true)
     await new Promise((r) => setTimeout(r, 300))

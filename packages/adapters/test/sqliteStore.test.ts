@@ -12,7 +12,8 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { layerSqliteStore } from "../src/index.js"
-import { makeTimer, storeContractSuite } from "./storeContract.js"
+import { makeTimer } from "./storeContract/fixtures.js"
+import { storeContractSuite } from "./storeContract/index.js"
 
 const dir = mkdtempSync(join(tmpdir(), "timer-sqlite-store-"))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))

@@ -13,6 +13,7 @@ import {
   classifyResponse,
   FIRING_ID_HEADER,
   layerWebhookDelivery,
+  MAX_RESPONSE_BODY_BYTES,
   parseRetryAfter,
   webhookBody
 } from "../src/index.js"
@@ -304,6 +305,17 @@ layer(layerWebhookDelivery.pipe(Layer.provide(NodeHttpClient.layerUndici)), { ex
       expect(yield* deliver(timer, 1)).toEqual({ _tag: "Delivered" })
 
       receiver.answerWith(() => ({ status: 204 }))
+      expect(yield* deliver(timer, 1)).toEqual({ _tag: "Delivered" })
+    }))
+
+  it.scoped("only the first 64 KiB of an answer are read: a longer 2xx body is no CallbackResponse", () =>
+    Effect.gen(function*() {
+      const receiver = yield* makeReceiver
+      const timer = timerFor(receiver.url)
+      const answer = (padding: number) => JSON.stringify({ ok: false, padding: "x".repeat(padding) })
+      receiver.answerWith(() => ({ status: 200, body: answer(MAX_RESPONSE_BODY_BYTES - 100) }))
+      expect((yield* deliver(timer, 1))._tag).toBe("Retryable")
+      receiver.answerWith(() => ({ status: 200, body: answer(MAX_RESPONSE_BODY_BYTES + 100) }))
       expect(yield* deliver(timer, 1)).toEqual({ _tag: "Delivered" })
     }))
 

@@ -2,19 +2,28 @@
  * Every setting of the server, read once from the environment, each with a
  * default and a description (the README's configuration table lists them).
  */
-import { DEFAULT_ENGINE_SETTINGS, parseDurationMillis } from "@timer/core"
+import { DEFAULT_ENGINE_SETTINGS, formatDurationMillis, parseDurationMillis } from "@timer/core"
 import { Config, ConfigError, Either, Option } from "effect"
 import { randomBytes } from "node:crypto"
 import { hostname } from "node:os"
 
-const duration = (name: string, fallback: string, description: string) =>
+/** Longest timer delay Node supports (2^31 − 1 ms, about 24.8 days); longer sleeps would never wake. */
+const MAX_SLEEP_MS = 2 ** 31 - 1
+
+/** A duration setting in milliseconds, from `minMs` up to `maxMs`, defaulting to `fallbackMs`. */
+const duration = (name: string, fallbackMs: number, description: string, minMs = 1, maxMs = MAX_SLEEP_MS) =>
   Config.string(name).pipe(
-    Config.withDefault(fallback),
+    Config.withDefault(formatDurationMillis(fallbackMs)),
     Config.mapOrFail((text) =>
       Option.match(parseDurationMillis(text), {
         onNone: () =>
           Either.left(ConfigError.InvalidData([name], `must be a duration such as "500ms", "30s", "5m", "1h" or "7d", got ${JSON.stringify(text)}`)),
-        onSome: Either.right
+        onSome: (millis) =>
+          millis >= minMs && millis <= maxMs
+            ? Either.right(millis)
+            : Either.left(
+              ConfigError.InvalidData([name], `must be from ${formatDurationMillis(minMs)} to ${formatDurationMillis(maxMs)}, got ${JSON.stringify(text)}`)
+            )
       })
     ),
     Config.withDescription(description)
@@ -71,10 +80,10 @@ export const ServerConfig = Config.all({
     Config.validate({ message: "TIMER_DEFAULT_NAMESPACE_SHARDS must be 1 to 4096", validation: (n) => n >= 1 && n <= 4096 }),
     Config.withDescription("Shards of the default namespace when it is first made")
   ),
-  retentionMs: duration("TIMER_RETENTION", "7d", "How long FIRED and FAILED timers stay visible"),
-  purgeIntervalMs: duration("TIMER_PURGE_INTERVAL", "1m", "Time between purges of finished timers"),
-  idlePollMs: duration("TIMER_IDLE_POLL", "30s", "Longest an idle shard sleeps without looking at the store"),
-  shutdownGraceMs: duration("TIMER_SHUTDOWN_GRACE", "10s", "How long shutdown waits for in-flight deliveries"),
+  retentionMs: duration("TIMER_RETENTION", DEFAULT_ENGINE_SETTINGS.retentionMs, "How long FIRED and FAILED timers stay visible", 1, Number.MAX_SAFE_INTEGER),
+  purgeIntervalMs: duration("TIMER_PURGE_INTERVAL", DEFAULT_ENGINE_SETTINGS.purgeIntervalMs, "Time between purges of finished timers", 1_000),
+  idlePollMs: duration("TIMER_IDLE_POLL", DEFAULT_ENGINE_SETTINGS.idlePollMs, "Longest an idle shard sleeps without looking at the store", 100),
+  shutdownGraceMs: duration("TIMER_SHUTDOWN_GRACE", DEFAULT_ENGINE_SETTINGS.shutdownGraceMs, "How long shutdown waits for in-flight deliveries", 0),
   logLevel: Config.literal("trace", "debug", "info", "warning", "error")("TIMER_LOG_LEVEL").pipe(
     Config.withDefault("info" as const),
     Config.withDescription("Log level")

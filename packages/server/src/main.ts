@@ -23,10 +23,11 @@ the README's "Configuration" table lists them all.
 
 const serve = Effect.gen(function*() {
   const settings = yield* ServerConfig
-  yield* Effect.logInfo("starting").pipe(
-    Effect.annotateLogs({ instanceId: settings.instanceId, db: settings.db.filename, port: settings.port })
+  return yield* Effect.logInfo("starting").pipe(
+    Effect.annotateLogs({ instanceId: settings.instanceId, db: settings.db.filename, port: settings.port }),
+    Effect.zipRight(Layer.launch(makeServerLayer(settings))),
+    Effect.provide(loggerFor(settings))
   )
-  return yield* Layer.launch(makeServerLayer(settings)).pipe(Effect.provide(loggerFor(settings)))
 })
 
 const main = (args: ReadonlyArray<string>): Effect.Effect<void, unknown> => {

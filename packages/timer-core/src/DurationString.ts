@@ -22,7 +22,10 @@ export const formatDurationMillis = (millis: number): string => {
   return `${millis}ms`
 }
 
-/** A duration string decoded to a positive number of milliseconds. */
+/** The longest duration accepted: 365 days. */
+export const MAX_DURATION_MILLIS = 365 * UNITS.d!
+
+/** A duration string decoded to a positive number of milliseconds, at most 365 days. */
 export const DurationMillis = Schema.transformOrFail(Schema.String, Schema.Number, {
   strict: true,
   decode: (text, _, ast) =>
@@ -32,7 +35,11 @@ export const DurationMillis = Schema.transformOrFail(Schema.String, Schema.Numbe
           new ParseResult.Type(ast, text, `must be a duration such as "500ms", "30s", "5m", "1h" or "7d", got ${JSON.stringify(text)}`)
         ),
       onSome: (millis) =>
-        millis > 0 ? ParseResult.succeed(millis) : ParseResult.fail(new ParseResult.Type(ast, text, "must be greater than zero"))
+        millis <= 0
+          ? ParseResult.fail(new ParseResult.Type(ast, text, "must be greater than zero"))
+          : millis > MAX_DURATION_MILLIS
+          ? ParseResult.fail(new ParseResult.Type(ast, text, "must be at most 365d"))
+          : ParseResult.succeed(millis)
     }),
   encode: (millis) => ParseResult.succeed(formatDurationMillis(millis))
 }).annotations({ identifier: "Duration", description: "A duration such as \"500ms\", \"30s\", \"5m\", \"1h\" or \"7d\"" })

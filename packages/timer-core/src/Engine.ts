@@ -2,7 +2,7 @@
  * The firing engine: claims the shards of every namespace, runs one fiber per
  * owned shard, and gives the shards back on shutdown.
  */
-import { Clock, Context, Duration, Effect, FiberMap, Layer, Option, Ref, Schedule } from "effect"
+import { Cause, Clock, Context, Data, Duration, Effect, Fiber, FiberMap, Layer, Option, Ref, Schedule } from "effect"
 import { EngineConfig } from "./EngineConfig.js"
 import { makePermits } from "./internal/permits.js"
 import { runShard } from "./internal/shardRunner.js"
@@ -10,7 +10,7 @@ import { DEFAULT_NAMESPACE, Namespace } from "./Namespace.js"
 import { type ShardRef, shardKey } from "./ShardId.js"
 import { type ShardLease, ShardOwnership } from "./ShardOwnership.js"
 import { TimerDelivery } from "./TimerDelivery.js"
-import type { StoreError } from "./TimerErrors.js"
+import type { ShardOwnershipLost, StoreError } from "./TimerErrors.js"
 import { TimerStore } from "./TimerStore.js"
 import { TimerWakeups } from "./TimerWakeups.js"
 
@@ -31,6 +31,18 @@ export class Engine extends Context.Tag("@timer/Engine")<Engine, {
   > = Layer.scoped(Engine, Effect.suspend(() => make))
 }
 
+/** A shard fiber that stopped on a store error or a defect, to be restarted. */
+class Restart extends Data.TaggedError("Restart")<{ readonly cause: Cause.Cause<unknown> }> {}
+
+/** Sorts why a shard fiber stopped: lost ownership ends it, interruption is passed on, anything else restarts it. */
+const classifyStop = (cause: Cause.Cause<StoreError | ShardOwnershipLost>): Effect.Effect<never, ShardOwnershipLost | Restart> => {
+  if (Cause.isInterruptedOnly(cause)) return Effect.interrupt
+  const failure = Cause.failureOption(cause)
+  return failure._tag === "Some" && failure.value._tag === "ShardOwnershipLost"
+    ? Effect.fail(failure.value)
+    : Effect.fail(new Restart({ cause }))
+}
+
 const make = Effect.gen(function*() {
   const store = yield* TimerStore
   const ownership = yield* ShardOwnership
@@ -41,25 +53,39 @@ const make = Effect.gen(function*() {
   const runners = yield* FiberMap.make<string>()
   const ready = yield* Ref.make(false)
 
-  /** Runs one shard until shutdown or lost ownership; a store failure restarts it after a backoff. */
+  const startLock = yield* Effect.makeSemaphore(1)
+
+  /**
+   * Runs one shard until shutdown or lost ownership. A store failure or a
+   * defect restarts it after a backoff (200 ms doubling to 30 s, reset after a
+   * minute of health), so no shard is dropped silently.
+   */
   const supervise = (lease: ShardLease) =>
     runShard(lease, deliveryPermits).pipe(
-      Effect.tapErrorTag("StoreError", (error) =>
-        Effect.logWarning("shard fiber stopped on a store error; restarting").pipe(
-          Effect.annotateLogs({ shard: shardKey(lease), error: error.message })
+      Effect.catchAllCause(classifyStop),
+      Effect.tapErrorTag("Restart", ({ cause }) =>
+        Effect.logWarning("shard fiber stopped on an error; restarting", cause).pipe(
+          Effect.annotateLogs({ shard: shardKey(lease) })
         )),
       Effect.retry({
-        while: (error) => error._tag === "StoreError",
-        schedule: Schedule.exponential(Duration.millis(200)).pipe(Schedule.union(Schedule.spaced(Duration.seconds(30))))
+        while: (error) => error._tag === "Restart",
+        schedule: Schedule.exponential(Duration.millis(200)).pipe(
+          Schedule.union(Schedule.spaced(Duration.seconds(30))),
+          Schedule.resetAfter(Duration.minutes(1))
+        )
       }),
       Effect.catchTag("ShardOwnershipLost", (error) =>
         Effect.logWarning("shard ownership lost; its fiber stopped before writing anything more").pipe(
           Effect.annotateLogs({ shard: shardKey(lease), heldVersion: error.heldVersion }),
-          Effect.zipRight(Effect.sync(() => leases.delete(shardKey(lease))))
+          Effect.zipRight(Effect.sync(() => {
+            if (leases.get(shardKey(lease)) === lease) leases.delete(shardKey(lease))
+          }))
         )),
+      Effect.catchTag("Restart", () => Effect.void),
       Effect.provide(context)
     )
 
+  // Claim and start are one step, never cut in half and never run twice at once for a shard.
   const startShard = (shard: ShardRef) =>
     Effect.gen(function*() {
       const key = shardKey(shard)
@@ -74,13 +100,13 @@ const make = Effect.gen(function*() {
       Array.from({ length: namespace.numShards }, (_, shardId) => ({ namespace: namespace.name, shardId })),
       startShard,
       { discard: true }
-    )
+    ).pipe(startLock.withPermits(1), Effect.uninterruptible)
 
-  // On shutdown: stop every shard fiber (each lets its deliveries finish within
-  // the grace period, all at once), then give the shards back.
+  // On shutdown: stop every shard fiber at once (each lets its deliveries
+  // finish within the grace period), then give the shards back.
   yield* Effect.addFinalizer(() =>
     Effect.gen(function*() {
-      yield* FiberMap.clear(runners)
+      yield* Effect.forEach(runners, ([, fiber]) => Fiber.interrupt(fiber), { concurrency: "unbounded", discard: true })
       yield* Effect.forEach(leases.values(), (lease) => Effect.ignore(ownership.release(lease)), {
         concurrency: 16,
         discard: true

@@ -28,6 +28,3 @@ export class Namespace extends Schema.Class<Namespace>("Namespace")({
 
 /** The namespace that exists after the first start. */
 export const DEFAULT_NAMESPACE = "default"
-
-/** Shards of the default namespace. */
-export const DEFAULT_NAMESPACE_SHARDS = 16

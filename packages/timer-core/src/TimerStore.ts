@@ -1,6 +1,6 @@
 /**
- * The store port: durable timers and namespaces, sharded. Adapters (SQLite,
- * PostgreSQL, in memory) implement it; every write on the firing path checks
+ * The store port: durable timers and namespaces, sharded. Adapters (SQLite now,
+ * PostgreSQL next) implement it; every write on the firing path checks
  * the shard's ownership version in the same transaction.
  */
 import { Context, type Effect, type Option } from "effect"
@@ -97,7 +97,8 @@ export class TimerStore extends Context.Tag("@timer/TimerStore")<TimerStore, {
    * Writes the outcome of one firing, in one transaction that first checks the
    * lease's version (ShardOwnershipLost on a mismatch, nothing written). Only
    * the arming that was fired (same firingId, still SCHEDULED) is changed;
-   * returns false when the timer was replaced, updated or deleted meanwhile.
+   * returns false when the timer was replaced, updated or deleted meanwhile
+   * (every replacement and update gives the timer a new firingId).
    */
   readonly recordFiring: (
     lease: ShardLease,

@@ -42,13 +42,16 @@ export class Timers extends Context.Tag("@timer/Timers")<Timers, {
   /** Creates a timer or replaces the one with the same id, arming it afresh. */
   readonly create: (
     request: CreateTimerRequest
-  ) => Effect.Effect<TimerRecord, NamespaceNotFound | PayloadTooLarge | StoreError>
+  ) => Effect.Effect<TimerRecord, NamespaceNotFound | PayloadTooLarge | InvalidInput | StoreError>
   /** Reads a timer. */
   readonly get: (selection: TimerSelection) => Effect.Effect<TimerRecord, NamespaceNotFound | TimerNotFound | StoreError>
-  /** Changes fields of a SCHEDULED timer; a new executeAt re-arms it. */
+  /** Changes fields of a SCHEDULED timer, as a new firing; a new executeAt also resets its attempts. */
   readonly update: (
     request: UpdateTimerRequest
-  ) => Effect.Effect<TimerRecord, NamespaceNotFound | TimerNotFound | TimerNotPending | PayloadTooLarge | StoreError>
+  ) => Effect.Effect<
+    TimerRecord,
+    NamespaceNotFound | TimerNotFound | TimerNotPending | PayloadTooLarge | InvalidInput | StoreError
+  >
   /** Deletes a timer. */
   readonly delete: (selection: TimerSelection) => Effect.Effect<void, NamespaceNotFound | TimerNotFound | StoreError>
   /** One page of a namespace's timers, by executeAt then id. */
@@ -104,9 +107,20 @@ const make = Effect.gen(function*() {
     })
 
   const checkPayload = (payload: unknown) =>
-    Effect.suspend(() => {
+    Effect.suspend((): Effect.Effect<void, InvalidInput | PayloadTooLarge> => {
       if (payload === undefined) return Effect.void
-      const sizeBytes = Buffer.byteLength(JSON.stringify(payload), "utf8")
+      let encoded: string
+      try {
+        encoded = JSON.stringify(payload)
+      } catch {
+        return Effect.fail(
+          new InvalidInput({
+            message: "payload cannot be encoded as JSON (nested too deeply?)",
+            details: [new FieldIssue({ field: "payload", message: "cannot be encoded as JSON (nested too deeply?)" })]
+          })
+        )
+      }
+      const sizeBytes = Buffer.byteLength(encoded, "utf8")
       return sizeBytes > config.maxPayloadBytes
         ? Effect.fail(new PayloadTooLarge({ subject: "payload", sizeBytes, limitBytes: config.maxPayloadBytes }))
         : Effect.void
@@ -155,9 +169,11 @@ const make = Effect.gen(function*() {
     yield* checkPayload(request.payload)
     const now = yield* Clock.currentTimeMillis
     const stored = yield* store.updateScheduled({ namespace: request.namespace, id: request.timerId }, (timer) => {
+      // Any change makes a new firing (a firing in flight for the old one then writes nothing);
+      // a new executeAt also starts its attempts afresh.
       const rearm = request.executeAt !== undefined && request.executeAt !== timer.executeAt
       const { firstAttemptAt: _f, lastError: _l, ...kept } = timer
-      const base: TimerRecord = rearm ? { ...kept, attempts: 0, firingId: randomUUID() } : timer
+      const base: TimerRecord = rearm ? { ...kept, attempts: 0, firingId: randomUUID() } : { ...timer, firingId: randomUUID() }
       return {
         ...base,
         ...(request.executeAt === undefined ? {} : { executeAt: request.executeAt }),

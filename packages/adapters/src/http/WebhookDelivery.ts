@@ -5,7 +5,7 @@
  */
 import { HttpClient, HttpClientRequest } from "@effect/platform"
 import { formatTimestamp, TimerDelivery, DeliveryOutcome, type DeliveryRequest } from "@timer/core"
-import { Clock, Duration, Effect, Layer } from "effect"
+import { Clock, Duration, Effect, Layer, Stream } from "effect"
 import { classifyResponse } from "./callbackResponse.js"
 
 /** The header that names a firing; the same over all its attempts. */
@@ -13,6 +13,20 @@ export const FIRING_ID_HEADER = "x-timer-firing-id"
 
 /** The header that numbers the attempt, from 1. */
 export const ATTEMPT_HEADER = "x-timer-attempt"
+
+/** The most of a callback's answer that is read; a longer body counts as no CallbackResponse. */
+export const MAX_RESPONSE_BODY_BYTES = 64 * 1024
+
+/** Reads a body as text up to MAX_RESPONSE_BODY_BYTES; a longer one reads as "" and the rest is not read. */
+const readCapped = <E>(body: Stream.Stream<Uint8Array, E>): Effect.Effect<string, E> =>
+  Stream.runFoldWhile(
+    body,
+    { chunks: [] as Array<Uint8Array>, size: 0 },
+    (acc) => acc.size <= MAX_RESPONSE_BODY_BYTES,
+    (acc, chunk) => ({ chunks: [...acc.chunks, chunk], size: acc.size + chunk.length })
+  ).pipe(
+    Effect.map((acc) => (acc.size > MAX_RESPONSE_BODY_BYTES ? "" : Buffer.concat(acc.chunks).toString("utf8")))
+  )
 
 /** The JSON body of a webhook call. */
 export const webhookBody = (request: DeliveryRequest) => ({
@@ -46,7 +60,7 @@ const make = Effect.gen(function*() {
       client.execute,
       Effect.flatMap((response) =>
         Effect.zipWith(
-          response.text.pipe(Effect.orElseSucceed(() => "")),
+          readCapped(response.stream).pipe(Effect.orElseSucceed(() => "")),
           Clock.currentTimeMillis,
           (body, now) => classifyResponse(response.status, body, response.headers["retry-after"], now)
         )

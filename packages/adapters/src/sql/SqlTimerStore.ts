@@ -14,7 +14,8 @@ import {
   type ShardLease
 } from "@timer/core"
 import { SqlClient } from "@effect/sql"
-import { Clock, Context, Effect, Layer, Option } from "effect"
+import type { SqlError } from "@effect/sql/SqlError"
+import { type Cause, Clock, Context, Effect, Layer, Option } from "effect"
 import { makeFiringWriter } from "./firingWriter.js"
 import { firingColumns, fromRow, toRow, type TimerRow } from "./timerRows.js"
 
@@ -24,12 +25,24 @@ interface NamespaceRow {
   readonly created_at: number | string
 }
 
+// Stored rows were validated on the way in, so they are not validated again.
 const toNamespace = (row: NamespaceRow) =>
-  new Namespace({ name: row.name, numShards: Number(row.num_shards), createdAt: Number(row.created_at) })
+  new Namespace({ name: row.name, numShards: Number(row.num_shards), createdAt: Number(row.created_at) }, true)
 
-/** Maps any failure of the database to a StoreError naming the operation. */
-const storeError = (operation: string) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.mapError(effect, (cause) => new StoreError({ operation, cause }))
+/** Maps failures of the database, and rows that cannot be read, to a StoreError naming the operation. */
+const storeError = (operation: string) => <A, E extends { readonly _tag: string }, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.catchIf(
+    effect,
+    (error): error is Extract<E, SqlError | Cause.UnknownException> =>
+      error._tag === "SqlError" || error._tag === "UnknownException",
+    (cause) => Effect.fail(new StoreError({ operation, cause }))
+  )
+
+/** Reads rows as timers; a row that cannot be read fails (UnknownException) instead of throwing. */
+const timersOf = (rows: ReadonlyArray<TimerRow>) => Effect.try(() => rows.map(fromRow))
+
+/** Reads the first row as a timer, if any. */
+const firstTimerOf = (rows: ReadonlyArray<TimerRow>) => Effect.map(timersOf(rows.slice(0, 1)), (timers) => Option.fromNullable(timers[0]))
 
 /** Builds both ports over the SqlClient in context; firing outcomes are group-committed by a fiber of the scope. */
 export const makeSqlStores = Effect.gen(function*() {
@@ -55,7 +68,7 @@ export const makeSqlStores = Effect.gen(function*() {
 
   const getTimerRow = (namespace: string, id: string, lock = sql``) =>
     sql<TimerRow>`SELECT * FROM timers WHERE namespace = ${namespace} AND id = ${id} ${lock}`.pipe(
-      Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), fromRow))
+      Effect.flatMap(firstTimerOf)
     )
 
   const recordFiring = yield* makeFiringWriter({
@@ -84,7 +97,7 @@ export const makeSqlStores = Effect.gen(function*() {
           })
         }
         return stored
-      }).pipe(Effect.catchTag("SqlError", (cause) => new StoreError({ operation: "createNamespace", cause }))),
+      }).pipe(storeError("createNamespace")),
 
     getNamespace: (name) =>
       sql<NamespaceRow>`SELECT * FROM namespaces WHERE name = ${name}`.pipe(
@@ -103,7 +116,8 @@ export const makeSqlStores = Effect.gen(function*() {
       return sql<TimerRow>`INSERT INTO timers ${sql.insert(row as any)}
         ON CONFLICT (namespace, id) DO UPDATE SET ${sql.update(changed as any)}
         RETURNING *`.pipe(
-        Effect.map((rows) => fromRow(rows[0]!)),
+        Effect.flatMap(firstTimerOf),
+        Effect.map(Option.getOrThrow),
         storeError("upsertTimer")
       )
     },
@@ -123,7 +137,7 @@ export const makeSqlStores = Effect.gen(function*() {
         return next
       }).pipe(
         sql.withTransaction,
-        Effect.catchTag("SqlError", (cause) => new StoreError({ operation: "updateScheduled", cause }))
+        storeError("updateScheduled")
       ),
 
     deleteTimer: (key) =>
@@ -142,12 +156,12 @@ export const makeSqlStores = Effect.gen(function*() {
       }
       return sql<TimerRow>`SELECT * FROM timers WHERE ${sql.and(clauses)}
         ORDER BY execute_at, id LIMIT ${query.limit + 1}`.pipe(
-        Effect.map((rows) => {
-          const timers = rows.slice(0, query.limit).map(fromRow)
+        Effect.flatMap((rows) => Effect.zip(timersOf(rows.slice(0, query.limit)), Effect.succeed(rows.length))),
+        Effect.map(([timers, found]) => {
           const last = timers[timers.length - 1]
           return {
             timers,
-            next: rows.length > query.limit && last !== undefined
+            next: found > query.limit && last !== undefined
               ? Option.some({ executeAt: last.executeAt, id: last.id })
               : Option.none()
           }
@@ -164,10 +178,10 @@ export const makeSqlStores = Effect.gen(function*() {
           WHERE namespace = ${lease.namespace} AND shard_id = ${lease.shardId}
             AND state = 'SCHEDULED' AND next_fire_at <= ${now} ${excluding}
           ORDER BY next_fire_at LIMIT ${limit}`
-        return rows.map(fromRow)
+        return yield* timersOf(rows)
       }).pipe(
         sql.withTransaction,
-        Effect.catchTag("SqlError", (cause) => new StoreError({ operation: "dueTimers", cause }))
+        storeError("dueTimers")
       ),
 
     nextFireAfter: (shard, after) =>
@@ -181,11 +195,13 @@ export const makeSqlStores = Effect.gen(function*() {
     recordFiring: (lease, key, firingId, update, now) => recordFiring({ lease, key, firingId, update, now }),
 
     purgeFinished: (before, limit) =>
+      // The outer condition is checked again: under PostgreSQL's READ COMMITTED a timer re-armed
+      // after the subquery read it must not be deleted.
       sql<{ id: string }>`DELETE FROM timers WHERE (namespace, id) IN (
           SELECT namespace, id FROM timers
           WHERE state <> 'SCHEDULED' AND updated_at < ${before}
           LIMIT ${limit}
-        ) RETURNING id`.pipe(
+        ) AND state <> 'SCHEDULED' AND updated_at < ${before} RETURNING id`.pipe(
         Effect.map((rows) => rows.length),
         storeError("purgeFinished")
       ),

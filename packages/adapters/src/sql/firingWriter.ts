@@ -50,7 +50,14 @@ export const makeFiringWriter = <E>(ops: FiringWriterOps<E>): Effect.Effect<
 > =>
   Effect.gen(function*() {
     const queue = yield* Queue.unbounded<Entry>()
-    yield* Effect.addFinalizer(() => Queue.shutdown(queue))
+    const closing = new StoreError({ operation: "recordFiring", cause: "the store is closing" })
+    // Nobody waits forever: entries still queued when the store closes fail.
+    yield* Effect.addFinalizer(() =>
+      Queue.takeAll(queue).pipe(
+        Effect.flatMap((entries) => Effect.forEach(entries, (entry) => Deferred.fail(entry.done, closing), { discard: true })),
+        Effect.zipRight(Queue.shutdown(queue))
+      )
+    )
 
     const writeBatch = (entries: ReadonlyArray<Entry>) =>
       Effect.gen(function*() {
@@ -74,14 +81,19 @@ export const makeFiringWriter = <E>(ops: FiringWriterOps<E>): Effect.Effect<
 
     const loop = Effect.gen(function*() {
       const first = Array.from(yield* Queue.takeBetween(queue, 1, MAX_BATCH))
-      // One turn of the event loop lets the deliveries whose answers arrived meanwhile join the batch.
-      yield* nextEventLoopTurn
-      const entries = [...first, ...(yield* Queue.takeUpTo(queue, MAX_BATCH - first.length))]
-      const outcome = yield* Effect.exit(writeBatch(entries))
-      yield* Effect.forEach(entries, (entry, i) =>
-        Exit.isSuccess(outcome)
-          ? Deferred.done(entry.done, outcome.value[i]!)
-          : Deferred.fail(entry.done, new StoreError({ operation: "recordFiring", cause: outcome.cause })), { discard: true })
+      const entries = yield* Effect.gen(function*() {
+        // One turn of the event loop lets the deliveries whose answers arrived meanwhile join the batch.
+        yield* nextEventLoopTurn
+        return [...first, ...(yield* Queue.takeUpTo(queue, MAX_BATCH - first.length))]
+      }).pipe(Effect.onInterrupt(() => Effect.forEach(first, (entry) => Deferred.fail(entry.done, closing), { discard: true })))
+      // A batch once taken is written and answered whole, even during shutdown.
+      yield* Effect.uninterruptible(Effect.gen(function*() {
+        const outcome = yield* Effect.exit(writeBatch(entries))
+        yield* Effect.forEach(entries, (entry, i) =>
+          Exit.isSuccess(outcome)
+            ? Deferred.done(entry.done, outcome.value[i]!)
+            : Deferred.fail(entry.done, new StoreError({ operation: "recordFiring", cause: outcome.cause })), { discard: true })
+      }))
     })
     yield* Effect.forkScoped(Effect.forever(loop))
 

@@ -34,7 +34,7 @@ export const layerSqliteClient = (options: SqliteStoreOptions) => {
       if (options.filename !== ":memory:") mkdirSync(dirname(options.filename), { recursive: true })
     })
   )
-  return Layer.mergeAll(setup, migrate).pipe(Layer.provideMerge(client), Layer.provide(prepareDirectory))
+  return migrate.pipe(Layer.provideMerge(setup), Layer.provideMerge(client), Layer.provide(prepareDirectory))
 }
 
 /** The timer store and shard ownership on a SQLite file. */

@@ -28,6 +28,10 @@ import { type FakeDelivery, makeFakeDelivery } from "./fakeDelivery.js"
 /** 2026-01-01T00:00:00Z: the test clock is set here before the engine starts. */
 export const T0 = Date.UTC(2026, 0, 1)
 
+export const SECOND = 1_000
+export const MINUTE = 60 * SECOND
+export const HOUR = 60 * MINUTE
+
 export const CALLBACK_URL = "http://callback.test/hook"
 
 /** Lets every fiber run until it blocks, without moving the test clock. */

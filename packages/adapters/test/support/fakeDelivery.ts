@@ -42,6 +42,10 @@ export interface FakeDelivery {
   readonly maxInFlight: (shard?: string) => number
 }
 
+/** [timerId, test clock at the call] of every delivery call given. */
+export const timeline = (calls: ReadonlyArray<{ readonly timerId: string; readonly at: number }>) =>
+  calls.map((call) => [call.timerId, call.at] as const)
+
 /** Completes a gate with an outcome. */
 export const open = (gate: Gate, outcome: DeliveryOutcome = DeliveryOutcome.delivered) => Deferred.succeed(gate, outcome)
 

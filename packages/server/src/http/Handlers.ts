@@ -21,7 +21,10 @@ import { toApiError } from "./ApiErrors.js"
 import { decodeBody } from "./decodeBody.js"
 
 /** The largest request body accepted, in bytes. */
-export class MaxBodyBytes extends Context.Tag("@timer/MaxBodyBytes")<MaxBodyBytes, number>() {}
+export class MaxBodyBytes extends Context.Tag("@timer/MaxBodyBytes")<MaxBodyBytes, number>() {
+  /** The limit as a layer. */
+  static layer = (bytes: number): Layer.Layer<MaxBodyBytes> => Layer.succeed(MaxBodyBytes, bytes)
+}
 
 /**
  * A handler that decodes its JSON body with `schema` and runs `f`. Its error

@@ -42,7 +42,7 @@ export const layerHttpServer = (options: HttpServerOptions) =>
     Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/api/v1/openapi.json" })),
     Layer.provide(jsonFallbacks),
     Layer.provide(HttpApiBuilder.api(TimerApi).pipe(Layer.provide(ApiHandlers))),
-    Layer.provide(Layer.succeed(MaxBodyBytes, options.maxBodyBytes)),
+    Layer.provide(MaxBodyBytes.layer(options.maxBodyBytes)),
     HttpServer.withLogAddress,
     Layer.provideMerge(NodeHttpServer.layer(createServer, { port: options.port, host: options.host }))
   )

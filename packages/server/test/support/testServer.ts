@@ -7,6 +7,7 @@ import { ConfigProvider, Effect, Layer, Logger, LogLevel, ManagedRuntime } from 
 import { mkdtemp, rm } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { afterAll, beforeAll } from "vitest"
 import { makeServerLayer, ServerConfig } from "../../src/index.js"
 
 /** A running server and helpers to talk to it. */
@@ -87,6 +88,37 @@ export const startTestServer = async (env: Record<string, string> = {}): Promise
     close: async () => {
       await runtime.dispose()
       await rm(dir, { recursive: true, force: true })
+    }
+  }
+}
+
+/**
+ * Starts a server before the tests of the enclosing file or describe block and
+ * closes it after them. The handle it returns is usable inside those tests.
+ */
+export const useTestServer = (env: Record<string, string> = {}): TestServer => {
+  let current: TestServer | undefined
+  beforeAll(async () => {
+    current = await startTestServer(env)
+  })
+  afterAll(async () => {
+    await current?.close()
+  })
+  const started = (): TestServer => {
+    if (current === undefined) throw new Error("the test server is used before it started: only use it inside a test")
+    return current
+  }
+  return {
+    get baseUrl() {
+      return started().baseUrl
+    },
+    get dbFile() {
+      return started().dbFile
+    },
+    post: (path, body, init) => started().post(path, body, init),
+    get: (path) => started().get(path),
+    close: async () => {
+      await current?.close()
     }
   }
 }

@@ -1,10 +1,11 @@
 /**
- * A fair counting semaphore for many waiters: permits are tokens in a queue,
- * so a release hands its token to exactly one waiter, first come first served.
- * (Effect 3's Semaphore wakes every waiter on each release, which costs
- * O(waiters) per delivery when hundreds of deliveries wait for a permit.)
+ * A fair counting semaphore for many waiters: a release hands its permit to
+ * exactly one waiter, first come first served. (Effect 3's Semaphore wakes
+ * every waiter on each release, which costs O(waiters) per delivery when
+ * hundreds of deliveries wait for a permit.) A waiter interrupted after a
+ * permit was handed to it passes the permit on, so none is ever lost.
  */
-import { Effect, Queue } from "effect"
+import { Deferred, Effect } from "effect"
 
 /** Runs effects with at most a fixed number at once. */
 export interface Permits {
@@ -13,16 +14,41 @@ export interface Permits {
 
 /** Makes `count` permits. */
 export const makePermits = (count: number): Effect.Effect<Permits> =>
-  Effect.gen(function*() {
-    const tokens = yield* Queue.bounded<void>(count)
-    yield* Queue.offerAll(tokens, Array.from({ length: count }, () => undefined))
+  Effect.sync(() => {
+    let free = count
+    const waiters = new Set<Deferred.Deferred<void>>()
+
+    const release = () => {
+      const next = waiters.values().next()
+      if (next.done === true) {
+        free++
+      } else {
+        waiters.delete(next.value)
+        Deferred.unsafeDone(next.value, Effect.void)
+      }
+    }
+
+    const acquire = Effect.suspend(() => {
+      if (free > 0) {
+        free--
+        return Effect.void
+      }
+      const handoff = Deferred.unsafeMake<void>(undefined as never)
+      waiters.add(handoff)
+      return Deferred.await(handoff).pipe(
+        Effect.onInterrupt(() =>
+          Effect.sync(() => {
+            // Still waiting: leave the line. Already handed a permit: pass it on.
+            if (!waiters.delete(handoff)) release()
+          })
+        )
+      )
+    })
+
     return {
       withPermit: (effect) =>
         Effect.uninterruptibleMask((restore) =>
-          Effect.zipRight(
-            restore(Queue.take(tokens)),
-            restore(effect).pipe(Effect.ensuring(Queue.offer(tokens, undefined)))
-          )
+          Effect.zipRight(restore(acquire), restore(effect).pipe(Effect.ensuring(Effect.sync(release))))
         )
     }
   })

@@ -50,11 +50,35 @@ export const runShard = (lease: ShardLease, deliveryPermits: Permits) =>
         : Effect.void
     )
 
-    const fire = (timer: TimerRecord) =>
+    // True while every slot is taken: then any finished delivery must wake the loop.
+    let waitingForSlot = false
+    const wakeFor = (at: number) => {
+      if (at < plannedWakeAt) Queue.unsafeOffer(wake, undefined)
+    }
+
+    /** The timer as stored now, if it is still the arming that was found due (not deleted, updated or re-armed). */
+    const stillArmed = (due: TimerRecord) =>
+      Effect.map(
+        store.getTimer(due),
+        Option.filter((timer) => timer.firingId === due.firingId && timer.state === "SCHEDULED")
+      )
+
+    /** Delivers one due timer and records the outcome; returns when the shard must look again (a retry's time, say). */
+    const deliverAndRecord = (due: TimerRecord) =>
       Effect.gen(function*() {
-        const firedAt = yield* Clock.currentTimeMillis
-        const attempt = timer.attempts + 1
-        const outcome = yield* deliveryPermits.withPermit(delivery.deliver({ timer, attempt, firedAt }))
+        // The permit may take a while: deliver the timer as it stands once it is held, or not at all.
+        const attempted = yield* deliveryPermits.withPermit(
+          Effect.gen(function*() {
+            const current = yield* stillArmed(due)
+            if (Option.isNone(current)) return Option.none()
+            const timer = current.value
+            const firedAt = yield* Clock.currentTimeMillis
+            const outcome = yield* delivery.deliver({ timer, attempt: timer.attempts + 1, firedAt })
+            return Option.some({ timer, firedAt, outcome })
+          })
+        )
+        if (Option.isNone(attempted)) return Number.POSITIVE_INFINITY
+        const { firedAt, outcome, timer } = attempted.value
         const now = yield* Clock.currentTimeMillis
         const random = yield* Random.next
         const update = firingUpdate(timer, outcome, { firedAt, now, random, newFiringId: randomUUID() })
@@ -63,25 +87,46 @@ export const runShard = (lease: ShardLease, deliveryPermits: Permits) =>
           Effect.annotateLogs({
             namespace: timer.namespace,
             timerId: timer.id,
-            attempt,
+            attempt: timer.attempts + 1,
             outcome: update._tag,
             lagMs: firedAt - timer.nextFireAt,
             superseded: !written
           })
         )
-      }).pipe(
+        if (!written) return Number.POSITIVE_INFINITY
+        return update._tag === "RetryScheduled"
+          ? update.nextFireAt
+          : update._tag === "Rearmed"
+          ? update.executeAt
+          : Number.POSITIVE_INFINITY
+      })
+
+    const fire = (due: TimerRecord) =>
+      deliverAndRecord(due).pipe(
         Effect.catchTags({
-          ShardOwnershipLost: (error) => Deferred.fail(lost, error),
+          ShardOwnershipLost: (error) => Effect.as(Deferred.fail(lost, error), Number.POSITIVE_INFINITY),
           StoreError: (error) =>
-            Effect.logError("could not record a firing; the timer stays due and fires again").pipe(
-              Effect.annotateLogs({ namespace: timer.namespace, timerId: timer.id, error: error.message }),
-              Effect.zipRight(Effect.sleep(Duration.seconds(1)))
+            Effect.logError("could not deliver or record a firing; the timer stays due and fires again").pipe(
+              Effect.annotateLogs({ namespace: due.namespace, timerId: due.id, error: error.message }),
+              Effect.zipRight(Effect.sleep(Duration.seconds(1))),
+              Effect.as(due.nextFireAt)
             )
         }),
-        Effect.ensuring(Effect.sync(() => {
-          inFlight.delete(timer.id)
-          Queue.unsafeOffer(wake, undefined)
-        }))
+        // The delivery port never fails; should it die anyway, the timer stays due and fires again.
+        Effect.catchAllDefect((defect) =>
+          Effect.logError("a delivery died; the timer stays due and fires again", defect).pipe(
+            Effect.annotateLogs({ namespace: due.namespace, timerId: due.id }),
+            Effect.zipRight(Effect.sleep(Duration.seconds(1))),
+            Effect.as(due.nextFireAt)
+          )
+        ),
+        Effect.flatMap((nextAt) =>
+          Effect.sync(() => {
+            inFlight.delete(due.id)
+            wakeFor(waitingForSlot ? Number.NEGATIVE_INFINITY : nextAt)
+          })
+        ),
+        Effect.ensuring(Effect.sync(() => inFlight.delete(due.id)))
       )
 
     const step = Effect.gen(function*() {
@@ -100,7 +145,10 @@ export const runShard = (lease: ShardLease, deliveryPermits: Permits) =>
       }
       if (full) {
         // Every slot is taken and more may be due: a finished delivery wakes us.
-        return yield* Queue.take(wake)
+        waitingForSlot = true
+        yield* Queue.take(wake)
+        waitingForSlot = false
+        return
       }
       const next = yield* store.nextFireAfter(lease, now)
       const wakeAt = Option.match(next, {
@@ -108,7 +156,8 @@ export const runShard = (lease: ShardLease, deliveryPermits: Permits) =>
         onSome: (at) => Math.min(at, now + config.idlePollMs)
       })
       plannedWakeAt = wakeAt
-      yield* Effect.raceFirst(Queue.take(wake), Effect.sleep(Duration.millis(Math.max(0, wakeAt - now))))
+      const sleepMs = Math.max(0, wakeAt - (yield* Clock.currentTimeMillis))
+      yield* Effect.raceFirst(Queue.take(wake), Effect.sleep(Duration.millis(sleepMs)))
     })
 
     yield* Effect.raceFirst(Effect.forever(step), Deferred.await(lost))
