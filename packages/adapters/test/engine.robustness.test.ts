@@ -34,6 +34,27 @@ describe("shutdown of many shards", () => {
     }))
 })
 
+describe("shutdown and deliveries waiting for a permit", () => {
+  it.scoped("once shutdown begins, a delivery still waiting for a permit makes no call", () =>
+    Effect.gen(function*() {
+      const h = yield* startEngine({ config: { deliveryConcurrency: 1, shutdownGraceMs: 5 * SECOND } })
+      const first = h.delivery.gate("first")
+      yield* h.create("first", T0 + SECOND)
+      yield* h.create("waiting", T0 + SECOND)
+      yield* advanceTo(T0 + SECOND)
+      expect(h.delivery.calls.map((call) => call.timerId)).toEqual(["first"])
+
+      const stopping = yield* Effect.fork(h.shutdown)
+      yield* settle
+      yield* open(first, delivered)
+      yield* settle
+      expect(Option.isSome(yield* Fiber.poll(stopping))).toBe(true)
+      expect(h.delivery.calls.map((call) => call.timerId)).toEqual(["first"])
+      expect(yield* h.row("first")).toMatchObject({ state: "FIRED" })
+      expect(yield* h.row("waiting")).toMatchObject({ state: "SCHEDULED", attempts: 0 })
+    }))
+})
+
 describe("timers changed while their delivery waits for a permit", () => {
   it.scoped("a deleted timer is not delivered; an updated one is delivered as updated", () =>
     Effect.gen(function*() {

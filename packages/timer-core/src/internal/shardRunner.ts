@@ -40,9 +40,12 @@ export const runShard = (lease: ShardLease, deliveryPermits: Permits) =>
     const deliveries = yield* FiberSet.make<void, never>()
     // On shutdown let in-flight deliveries finish within the grace period; on a lost shard, stop at once.
     // Finalizers run uninterruptibly, and a timeout cannot cut an uninterruptible wait short: the wait is made interruptible.
+    // Set when shutdown begins: deliveries still waiting for a permit then start no call.
+    let stopping = false
     yield* Effect.addFinalizer((exit) =>
       Exit.isInterrupted(exit)
-        ? FiberSet.awaitEmpty(deliveries).pipe(
+        ? Effect.sync(() => (stopping = true)).pipe(
+          Effect.zipRight(FiberSet.awaitEmpty(deliveries)),
           Effect.interruptible,
           Effect.timeoutOption(Duration.millis(config.shutdownGraceMs)),
           Effect.asVoid
@@ -69,6 +72,7 @@ export const runShard = (lease: ShardLease, deliveryPermits: Permits) =>
         // The permit may take a while: deliver the timer as it stands once it is held, or not at all.
         const attempted = yield* deliveryPermits.withPermit(
           Effect.gen(function*() {
+            if (stopping) return Option.none()
             const current = yield* stillArmed(due)
             if (Option.isNone(current)) return Option.none()
             const timer = current.value
