@@ -156,6 +156,8 @@ interface Answer {
   readonly headers?: Record<string, string>
   /** Milliseconds to wait before answering. */
   readonly delayMs?: number
+  /** Sends the body in 8 KiB pieces with chunked transfer encoding (no Content-Length). */
+  readonly chunked?: boolean
 }
 
 /** A local webhook receiver that records every call and answers as `answer` says. */
@@ -173,7 +175,12 @@ const makeReceiver = Effect.gen(function*() {
       const send = () => {
         if (res.destroyed) return
         res.writeHead(answer.status, answer.headers ?? {})
-        res.end(answer.body ?? "")
+        const body = answer.body ?? ""
+        if (answer.chunked === true) {
+          for (let at = 0; at < body.length; at += 8192) res.write(body.slice(at, at + 8192))
+          return res.end()
+        }
+        res.end(body)
       }
       if (answer.delayMs === undefined) return send()
       const timer = setTimeout(() => (timers.delete(timer), send()), answer.delayMs)
@@ -316,6 +323,11 @@ layer(layerWebhookDelivery.pipe(Layer.provide(NodeHttpClient.layerUndici)), { ex
       receiver.answerWith(() => ({ status: 200, body: answer(MAX_RESPONSE_BODY_BYTES - 100) }))
       expect((yield* deliver(timer, 1))._tag).toBe("Retryable")
       receiver.answerWith(() => ({ status: 200, body: answer(MAX_RESPONSE_BODY_BYTES + 100) }))
+      expect(yield* deliver(timer, 1)).toEqual({ _tag: "Delivered" })
+      // The same without a Content-Length: read piece by piece, and no further than the limit.
+      receiver.answerWith(() => ({ status: 200, chunked: true, body: answer(MAX_RESPONSE_BODY_BYTES - 100) }))
+      expect((yield* deliver(timer, 1))._tag).toBe("Retryable")
+      receiver.answerWith(() => ({ status: 200, chunked: true, body: answer(4 * MAX_RESPONSE_BODY_BYTES) }))
       expect(yield* deliver(timer, 1)).toEqual({ _tag: "Delivered" })
     }))
 

@@ -8,11 +8,13 @@ describe("permits", () => {
       const permits = yield* makePermits(2)
       const gates = Array.from({ length: 5 }, () => Deferred.unsafeMake<void>(undefined as never))
       const started: Array<number> = []
+      const waits: Array<boolean> = []
       let running = 0
       let peak = 0
       const fibers = yield* Effect.forEach(gates, (gate, i) =>
-        Effect.fork(permits.withPermit(Effect.gen(function*() {
+        Effect.fork(permits.withPermit((waited) => Effect.gen(function*() {
           started.push(i)
+          waits.push(waited)
           running++
           peak = Math.max(peak, running)
           yield* Deferred.await(gate)
@@ -26,20 +28,21 @@ describe("permits", () => {
       }
       yield* Fiber.joinAll(fibers)
       expect(started).toEqual([0, 1, 2, 3, 4])
+      expect(waits).toEqual([false, false, true, true, true])
       expect(peak).toBe(2)
     }))
 
   it.effect("an interrupted waiter or holder gives no permit away for good", () =>
     Effect.gen(function*() {
       const permits = yield* makePermits(1)
-      const holder = yield* Effect.fork(permits.withPermit(Effect.never))
+      const holder = yield* Effect.fork(permits.withPermit(() => Effect.never))
       yield* Effect.yieldNow()
-      const waiter = yield* Effect.fork(permits.withPermit(Effect.succeed("never ran")))
+      const waiter = yield* Effect.fork(permits.withPermit(() => Effect.succeed("never ran")))
       yield* Effect.yieldNow()
       yield* Fiber.interrupt(waiter)
       yield* Fiber.interrupt(holder)
       // The single permit is back: this would hang if either fiber had kept it.
-      expect(yield* permits.withPermit(Effect.succeed("ran"))).toBe("ran")
-      expect(yield* permits.withPermit(Effect.succeed("again"))).toBe("again")
+      expect(yield* permits.withPermit(() => Effect.succeed("ran"))).toBe("ran")
+      expect(yield* permits.withPermit(() => Effect.succeed("again"))).toBe("again")
     }))
 })

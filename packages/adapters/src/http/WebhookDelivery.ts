@@ -3,7 +3,7 @@
  * the answer. The X-Timer-Firing-Id header stays the same over every attempt
  * of one firing, so a receiver can drop repeats.
  */
-import { HttpClient, HttpClientRequest } from "@effect/platform"
+import { HttpClient, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
 import { formatTimestamp, TimerDelivery, DeliveryOutcome, type DeliveryRequest } from "@timer/core"
 import { Clock, Duration, Effect, Layer, Stream } from "effect"
 import { classifyResponse } from "./callbackResponse.js"
@@ -27,6 +27,13 @@ const readCapped = <E>(body: Stream.Stream<Uint8Array, E>): Effect.Effect<string
   ).pipe(
     Effect.map((acc) => (acc.size > MAX_RESPONSE_BODY_BYTES ? "" : Buffer.concat(acc.chunks).toString("utf8")))
   )
+
+/** The answer's body, or "" when it is longer than MAX_RESPONSE_BODY_BYTES (read whole only when its length shows it fits). */
+const readAnswer = (response: HttpClientResponse.HttpClientResponse) => {
+  const length = Number(response.headers["content-length"] ?? Number.NaN)
+  if (Number.isFinite(length)) return length > MAX_RESPONSE_BODY_BYTES ? Effect.succeed("") : response.text
+  return readCapped(response.stream)
+}
 
 /** The JSON body of a webhook call. */
 export const webhookBody = (request: DeliveryRequest) => ({
@@ -60,7 +67,7 @@ const make = Effect.gen(function*() {
       client.execute,
       Effect.flatMap((response) =>
         Effect.zipWith(
-          readCapped(response.stream).pipe(Effect.orElseSucceed(() => "")),
+          readAnswer(response).pipe(Effect.orElseSucceed(() => "")),
           Clock.currentTimeMillis,
           (body, now) => classifyResponse(response.status, body, response.headers["retry-after"], now)
         )

@@ -9,7 +9,8 @@ import { Deferred, Effect } from "effect"
 
 /** Runs effects with at most a fixed number at once. */
 export interface Permits {
-  readonly withPermit: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  /** Runs `use` holding a permit; `waited` says whether it had to wait for one. */
+  readonly withPermit: <A, E, R>(use: (waited: boolean) => Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 }
 
 /** Makes `count` permits. */
@@ -28,14 +29,16 @@ export const makePermits = (count: number): Effect.Effect<Permits> =>
       }
     }
 
-    const acquire = Effect.suspend(() => {
+    /** Takes a permit; succeeds with true when it had to wait for one. */
+    const acquire = Effect.suspend((): Effect.Effect<boolean> => {
       if (free > 0) {
         free--
-        return Effect.void
+        return Effect.succeed(false)
       }
       const handoff = Deferred.unsafeMake<void>(undefined as never)
       waiters.add(handoff)
       return Deferred.await(handoff).pipe(
+        Effect.as(true),
         Effect.onInterrupt(() =>
           Effect.sync(() => {
             // Still waiting: leave the line. Already handed a permit: pass it on.
@@ -46,9 +49,9 @@ export const makePermits = (count: number): Effect.Effect<Permits> =>
     })
 
     return {
-      withPermit: (effect) =>
+      withPermit: (use) =>
         Effect.uninterruptibleMask((restore) =>
-          Effect.zipRight(restore(acquire), restore(effect).pipe(Effect.ensuring(Effect.sync(release))))
+          Effect.flatMap(restore(acquire), (waited) => restore(use(waited)).pipe(Effect.ensuring(Effect.sync(release))))
         )
     }
   })

@@ -69,11 +69,12 @@ export const runShard = (lease: ShardLease, deliveryPermits: Permits) =>
     /** Delivers one due timer and records the outcome; returns when the shard must look again (a retry's time, say). */
     const deliverAndRecord = (due: TimerRecord) =>
       Effect.gen(function*() {
-        // The permit may take a while: deliver the timer as it stands once it is held, or not at all.
-        const attempted = yield* deliveryPermits.withPermit(
+        // After a wait for the permit, deliver the timer as it stands then, or not at all; without a
+        // wait it was read just now.
+        const attempted = yield* deliveryPermits.withPermit((waited) =>
           Effect.gen(function*() {
             if (stopping) return Option.none()
-            const current = yield* stillArmed(due)
+            const current = waited ? yield* stillArmed(due) : Option.some(due)
             if (Option.isNone(current)) return Option.none()
             const timer = current.value
             const firedAt = yield* Clock.currentTimeMillis
