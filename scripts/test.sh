@@ -3,6 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
+. scripts/services.sh
+ensure_postgres
 ensure_deps
 build
 typecheck_tests

@@ -37,18 +37,28 @@ const positiveInt = (name: string, fallback: number, description: string) =>
   )
 
 /** A database location parsed from TIMER_DB_URL. */
-export type DbLocation = { readonly _tag: "Sqlite"; readonly filename: string }
+export type DbLocation =
+  | { readonly _tag: "Sqlite"; readonly filename: string }
+  | { readonly _tag: "Postgres"; readonly url: string }
 
-/** Parses TIMER_DB_URL: "sqlite:PATH" (also "sqlite://PATH" and "sqlite::memory:"). */
+/** Parses TIMER_DB_URL: "sqlite:PATH" (also "sqlite://PATH" and "sqlite::memory:") or "postgres://...". */
 export const parseDbUrl = (url: string): Either.Either<DbLocation, string> => {
   if (url.startsWith("sqlite:")) {
     const filename = url.slice("sqlite:".length).replace(/^\/\//, "")
     return filename === "" ? Either.left("sqlite: needs a file path, as in sqlite:./data/timers.db") : Either.right({ _tag: "Sqlite", filename })
   }
   if (url.startsWith("postgres://") || url.startsWith("postgresql://")) {
-    return Either.left("PostgreSQL is not supported by this version yet; use sqlite:PATH")
+    return URL.canParse(url) ? Either.right({ _tag: "Postgres", url }) : Either.left("not a valid postgres:// URL")
   }
-  return Either.left(`unknown database URL ${JSON.stringify(url)}; use sqlite:PATH`)
+  return Either.left(`unknown database URL; use sqlite:PATH or postgres://user@host:port/database`)
+}
+
+/** The database location as logged: a PostgreSQL URL without its password. */
+export const describeDb = (db: DbLocation): string => {
+  if (db._tag === "Sqlite") return `sqlite:${db.filename}`
+  const url = new URL(db.url)
+  if (url.password !== "") url.password = "***"
+  return url.toString()
 }
 
 /** A generated instance id: host name, process id and a random suffix. */
@@ -61,8 +71,9 @@ export const ServerConfig = Config.all({
   db: Config.string("TIMER_DB_URL").pipe(
     Config.withDefault("sqlite:./data/timers.db"),
     Config.mapOrFail((url) => Either.mapLeft(parseDbUrl(url), (reason) => ConfigError.InvalidData(["TIMER_DB_URL"], reason))),
-    Config.withDescription("Database: sqlite:PATH")
+    Config.withDescription("Database: sqlite:PATH or postgres://user:password@host:port/database")
   ),
+  pgMaxConnections: positiveInt("TIMER_PG_MAX_CONNECTIONS", 10, "PostgreSQL connections per instance (at least 2)"),
   sqliteSynchronous: Config.literal("FULL", "NORMAL")("TIMER_SQLITE_SYNCHRONOUS").pipe(
     Config.withDefault("FULL" as const),
     Config.withDescription("SQLite PRAGMA synchronous: FULL survives power loss, NORMAL only process crashes")

@@ -3,7 +3,7 @@
  * timer service → HTTP. main.ts launches it; tests build it in-process.
  */
 import { NodeHttpClient } from "@effect/platform-node"
-import { layerSqliteStore, layerWebhookDelivery } from "@timer/adapters"
+import { layerPgStore, layerSqliteStore, layerWebhookDelivery } from "@timer/adapters"
 import { Engine, EngineConfig, Purger, Timers, TimerWakeups } from "@timer/core"
 import { Layer, Logger, LogLevel } from "effect"
 import { layerHttpServer } from "./http/HttpServer.js"
@@ -25,7 +25,9 @@ const levels = {
  * server, so a caller that listens on port 0 can read the address it got.
  */
 export const makeServerLayer = (settings: ServerSettings) => {
-  const store = layerSqliteStore({ filename: settings.db.filename, synchronous: settings.sqliteSynchronous })
+  const store = settings.db._tag === "Sqlite"
+    ? layerSqliteStore({ filename: settings.db.filename, synchronous: settings.sqliteSynchronous })
+    : layerPgStore({ url: settings.db.url, maxConnections: settings.pgMaxConnections, applicationName: `durable-timers ${settings.instanceId}` })
   const engineConfig = EngineConfig.layer({
     instanceId: settings.instanceId,
     maxPayloadBytes: settings.maxPayloadBytes,

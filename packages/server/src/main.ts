@@ -9,7 +9,7 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect, Layer, Logger } from "effect"
-import { ServerConfig } from "./ServerConfig.js"
+import { describeDb, ServerConfig } from "./ServerConfig.js"
 import { loggerFor, makeServerLayer } from "./ServerLayer.js"
 
 const USAGE = `Usage: timer-server [--print-config | --help]
@@ -24,7 +24,7 @@ the README's "Configuration" table lists them all.
 const serve = Effect.gen(function*() {
   const settings = yield* ServerConfig
   return yield* Effect.logInfo("starting").pipe(
-    Effect.annotateLogs({ instanceId: settings.instanceId, db: settings.db.filename, port: settings.port }),
+    Effect.annotateLogs({ instanceId: settings.instanceId, db: describeDb(settings.db), port: settings.port }),
     Effect.zipRight(Layer.launch(makeServerLayer(settings))),
     Effect.provide(loggerFor(settings))
   )
@@ -33,7 +33,8 @@ const serve = Effect.gen(function*() {
 const main = (args: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
   if (args.includes("--help") || args.includes("-h")) return Console.log(USAGE)
   if (args.includes("--print-config")) {
-    return Effect.flatMap(ServerConfig, (settings) => Console.log(JSON.stringify(settings, null, 2)))
+    return Effect.flatMap(ServerConfig, (settings) =>
+      Console.log(JSON.stringify({ ...settings, db: describeDb(settings.db) }, null, 2)))
   }
   const unknown = args.filter((arg) => arg.startsWith("-"))
   if (unknown.length > 0) return Effect.zipRight(Console.error(USAGE), Effect.fail(`unknown option ${unknown[0]}`))

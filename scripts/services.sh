@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Starts the local services the tests need when they are not running, and fails
+# loudly when one cannot be reached: a test that needs a service never passes
+# without it. Sourced by scripts/test.sh; also runnable on its own.
+set -euo pipefail
+
+# Is something listening on 127.0.0.1:$1?
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# Waits up to $2 seconds for port $1.
+wait_port() {
+  local port=$1 deadline=$((SECONDS + $2))
+  until port_open "$port"; do
+    if [ $SECONDS -ge $deadline ]; then return 1; fi
+    sleep 0.5
+  done
+}
+
+ensure_postgres() {
+  if ! port_open 5432; then
+    echo "==> starting PostgreSQL"
+    if ! command -v pg_ctlcluster >/dev/null; then
+      echo "PostgreSQL is not installed; installing it" >&2
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+    fi
+    pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start || true
+    wait_port 5432 60 || { echo "PostgreSQL did not start on 127.0.0.1:5432" >&2; exit 1; }
+  fi
+  # The tests use database "test" as user postgres (trust authentication on this machine).
+  if ! psql -h 127.0.0.1 -U postgres -d test -tAc "select 1" >/dev/null 2>&1; then
+    psql -h 127.0.0.1 -U postgres -d postgres -tAc "create database test" >/dev/null
+  fi
+  echo "==> PostgreSQL is up on 127.0.0.1:5432"
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  ensure_postgres
+fi
