@@ -12,7 +12,7 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { layerSqliteStore } from "../src/index.js"
-import { makeTimer } from "./storeContract/fixtures.js"
+import { makeTimer, takeShard } from "./storeContract/fixtures.js"
 import { storeContractSuite } from "./storeContract/index.js"
 
 const dir = mkdtempSync(join(tmpdir(), "timer-sqlite-store-"))
@@ -84,7 +84,7 @@ describe("SQLite store", () => {
       const ownership = yield* ShardOwnership
       const sql = yield* SqliteClient.SqliteClient
       yield* seedShards
-      const lease = yield* ownership.claim({ namespace: "plan", shardId: 2 }, "owner")
+      const lease = yield* takeShard(ownership, { namespace: "plan", shardId: 2 }, "owner")
 
       const check = Effect.gen(function*() {
         let due: ReadonlyArray<{ readonly id: string }> = []
@@ -156,7 +156,7 @@ describe("SQLite store", () => {
           const migrations = yield* sql.unsafe<{ migration_id: number; name: string }>(
             "SELECT migration_id, name FROM effect_sql_migrations ORDER BY migration_id"
           )
-          expect(migrations.map((m) => [Number(m.migration_id), m.name])).toStrictEqual([[1, "create_timers"]])
+          expect(migrations.map((m) => [Number(m.migration_id), m.name])).toStrictEqual([[1, "create_timers"], [2, "create_instances"]])
           const indexes = yield* sql.unsafe<{ name: string }>(
             "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'timers' AND sql IS NOT NULL ORDER BY name"
           )
@@ -182,9 +182,9 @@ describe("SQLite store", () => {
         "SELECT version, owner_id FROM shards WHERE namespace = ? AND shard_id = ?",
         ["contract", 0]
       )
-      const first = yield* ownership.claim({ namespace: "contract", shardId: 0 }, "a")
+      const first = yield* takeShard(ownership, { namespace: "contract", shardId: 0 }, "a")
       expect(yield* row).toStrictEqual([{ version: 1, owner_id: "a" }])
-      const second = yield* ownership.claim({ namespace: "contract", shardId: 0 }, "b")
+      const second = yield* takeShard(ownership, { namespace: "contract", shardId: 0 }, "b")
       expect(yield* row).toStrictEqual([{ version: 2, owner_id: "b" }])
       yield* ownership.release(first)
       expect(yield* row).toStrictEqual([{ version: 2, owner_id: "b" }])

@@ -94,6 +94,8 @@ export const ServerConfig = Config.all({
   retentionMs: duration("TIMER_RETENTION", DEFAULT_ENGINE_SETTINGS.retentionMs, "How long FIRED and FAILED timers stay visible", 1, Number.MAX_SAFE_INTEGER),
   purgeIntervalMs: duration("TIMER_PURGE_INTERVAL", DEFAULT_ENGINE_SETTINGS.purgeIntervalMs, "Time between purges of finished timers", 1_000),
   idlePollMs: duration("TIMER_IDLE_POLL", DEFAULT_ENGINE_SETTINGS.idlePollMs, "Longest an idle shard sleeps without looking at the store", 100),
+  instanceTtlMs: duration("TIMER_INSTANCE_TTL", DEFAULT_ENGINE_SETTINGS.instanceTtlMs, "How long a heartbeat keeps an instance registered; a dead one's shards move after this", 1_000),
+  rebalanceIntervalMs: duration("TIMER_REBALANCE_INTERVAL", DEFAULT_ENGINE_SETTINGS.rebalanceIntervalMs, "Time between heartbeats and shard rebalancing rounds", 50),
   shutdownGraceMs: duration("TIMER_SHUTDOWN_GRACE", DEFAULT_ENGINE_SETTINGS.shutdownGraceMs, "How long shutdown waits for in-flight deliveries", 0),
   logLevel: Config.literal("trace", "debug", "info", "warning", "error")("TIMER_LOG_LEVEL").pipe(
     Config.withDefault("info" as const),

@@ -37,7 +37,10 @@ export const makeServerLayer = (settings: ServerSettings) => {
     retentionMs: settings.retentionMs,
     purgeIntervalMs: settings.purgeIntervalMs,
     idlePollMs: settings.idlePollMs,
-    shutdownGraceMs: settings.shutdownGraceMs
+    shutdownGraceMs: settings.shutdownGraceMs,
+    instanceTtlMs: settings.instanceTtlMs,
+    exclusive: settings.db._tag === "Sqlite",
+    rebalanceIntervalMs: settings.rebalanceIntervalMs
   })
   const delivery = layerWebhookDelivery.pipe(Layer.provide(NodeHttpClient.layerUndici))
   const engine = Engine.layer.pipe(Layer.provide(delivery))

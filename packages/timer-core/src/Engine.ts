@@ -1,137 +1,206 @@
 /**
- * The firing engine: claims the shards of every namespace, runs one fiber per
- * owned shard, and gives the shards back on shutdown.
+ * The firing engine: registers this instance, holds its even share of the
+ * shards of every namespace through versioned claims, runs one fiber per held
+ * shard, and follows instances joining, leaving and dying. On shutdown it
+ * drains its shards and gives them back.
  */
-import { Cause, Clock, Context, Data, Duration, Effect, Fiber, FiberMap, Layer, Option, Ref, Schedule } from "effect"
+import { Clock, Context, Duration, Effect, Fiber, FiberMap, Layer, Option, Ref, Schedule } from "effect"
+import { readFileSync } from "node:fs"
+import { hostname } from "node:os"
 import { EngineConfig } from "./EngineConfig.js"
 import { makePermits } from "./internal/permits.js"
-import { runShard } from "./internal/shardRunner.js"
+import { superviseShard } from "./internal/superviseShard.js"
 import { DEFAULT_NAMESPACE, Namespace } from "./Namespace.js"
-import { type ShardRef, shardKey } from "./ShardId.js"
-import { type ShardLease, ShardOwnership } from "./ShardOwnership.js"
+import { planAssignment } from "./ShardAssignment.js"
+import { shardKey } from "./ShardId.js"
+import { type InstanceInfo, type ShardLease, ShardOwnership, type ShardState } from "./ShardOwnership.js"
 import { TimerDelivery } from "./TimerDelivery.js"
-import type { ShardOwnershipLost, StoreError } from "./TimerErrors.js"
+import { InstanceConflict, type StoreError } from "./TimerErrors.js"
 import { TimerStore } from "./TimerStore.js"
 import { TimerWakeups } from "./TimerWakeups.js"
 
 /** The firing engine of this instance. */
 export class Engine extends Context.Tag("@timer/Engine")<Engine, {
-  /** Claims and starts the shards of a namespace (one just created, say). */
+  /** Makes the shards of a namespace (one just created, say) and takes this instance's share now. */
   readonly startNamespace: (namespace: Namespace) => Effect.Effect<void, StoreError>
   /** The leases this instance holds now. */
   readonly ownedShards: Effect.Effect<ReadonlyArray<ShardLease>>
-  /** True once the shards of every namespace known at start are claimed. */
+  /** True once this instance has taken its first share of the shards. */
   readonly ready: Effect.Effect<boolean>
 }>() {
   /** The engine, started when the layer is built and stopped when it is released. */
   static layer: Layer.Layer<
     Engine,
-    StoreError,
+    StoreError | InstanceConflict,
     TimerStore | ShardOwnership | TimerDelivery | TimerWakeups | EngineConfig
   > = Layer.scoped(Engine, Effect.suspend(() => make))
 }
 
-/** A shard fiber that stopped on a store error or a defect, to be restarted. */
-class Restart extends Data.TaggedError("Restart")<{ readonly cause: Cause.Cause<unknown> }> {}
-
-/** Sorts why a shard fiber stopped: lost ownership ends it, interruption is passed on, anything else restarts it. */
-const classifyStop = (cause: Cause.Cause<StoreError | ShardOwnershipLost>): Effect.Effect<never, ShardOwnershipLost | Restart> => {
-  if (Cause.isInterruptedOnly(cause)) return Effect.interrupt
-  const failure = Cause.failureOption(cause)
-  return failure._tag === "Some" && failure.value._tag === "ShardOwnershipLost"
-    ? Effect.fail(failure.value)
-    : Effect.fail(new Restart({ cause }))
+/** Whether a process with this pid runs on this host (a zombie, killed but not yet reaped, does not). */
+const processExists = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM"
+  }
+  try {
+    // Linux: the state is the field after the parenthesised command name.
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z"
+  } catch {
+    return true
+  }
 }
+
+/**
+ * Whether an instance registered as alive really is: one on this host whose
+ * process is gone died (killed, say) and need not be waited for until its
+ * registration lapses.
+ */
+const reallyAlive = (instance: InstanceInfo): boolean => instance.host !== hostname() || processExists(instance.pid)
 
 const make = Effect.gen(function*() {
   const store = yield* TimerStore
   const ownership = yield* ShardOwnership
   const config = yield* EngineConfig
   const context = yield* Effect.context<TimerStore | TimerDelivery | TimerWakeups | EngineConfig>()
-  const deliveryPermits = yield* makePermits(config.deliveryConcurrency)
+  const permits = yield* makePermits(config.deliveryConcurrency)
+
   const leases = new Map<string, ShardLease>()
   const runners = yield* FiberMap.make<string>()
   const ready = yield* Ref.make(false)
+  const roundLock = yield* Effect.makeSemaphore(1)
+  const ensured = new Set<string>()
+  const startedAt = yield* Clock.currentTimeMillis
+  let aliveUntil = 0
 
-  const startLock = yield* Effect.makeSemaphore(1)
-
-  /**
-   * Runs one shard until shutdown or lost ownership. A store failure or a
-   * defect restarts it after a backoff (200 ms doubling to 30 s, reset after a
-   * minute of health), so no shard is dropped silently.
-   */
-  const supervise = (lease: ShardLease) =>
-    runShard(lease, deliveryPermits).pipe(
-      Effect.catchAllCause(classifyStop),
-      Effect.tapErrorTag("Restart", ({ cause }) =>
-        Effect.logWarning("shard fiber stopped on an error; restarting", cause).pipe(
-          Effect.annotateLogs({ shard: shardKey(lease) })
-        )),
-      Effect.retry({
-        while: (error) => error._tag === "Restart",
-        schedule: Schedule.exponential(Duration.millis(200)).pipe(
-          Schedule.union(Schedule.spaced(Duration.seconds(30))),
-          Schedule.resetAfter(Duration.minutes(1))
-        )
-      }),
-      Effect.catchTag("ShardOwnershipLost", (error) =>
-        Effect.logWarning("shard ownership lost; its fiber stopped before writing anything more").pipe(
-          Effect.annotateLogs({ shard: shardKey(lease), heldVersion: error.heldVersion }),
-          Effect.zipRight(Effect.sync(() => {
-            if (leases.get(shardKey(lease)) === lease) leases.delete(shardKey(lease))
-          }))
-        )),
-      Effect.catchTag("Restart", () => Effect.void),
-      Effect.provide(context)
-    )
-
-  // Claim and start are one step, never cut in half and never run twice at once for a shard.
-  const startShard = (shard: ShardRef) =>
-    Effect.gen(function*() {
-      const key = shardKey(shard)
-      if (leases.has(key)) return
-      const lease = yield* ownership.claim(shard, config.instanceId)
-      leases.set(key, lease)
-      yield* FiberMap.run(runners, key, supervise(lease))
+  const dropLease = (lease: ShardLease) =>
+    Effect.sync(() => {
+      if (leases.get(shardKey(lease)) === lease) leases.delete(shardKey(lease))
     })
 
-  const startNamespace = (namespace: Namespace) =>
-    Effect.forEach(
-      Array.from({ length: namespace.numShards }, (_, shardId) => ({ namespace: namespace.name, shardId })),
-      startShard,
-      { discard: true }
-    ).pipe(startLock.withPermits(1), Effect.uninterruptible)
+  const startShard = (lease: ShardLease) =>
+    Effect.gen(function*() {
+      leases.set(shardKey(lease), lease)
+      yield* FiberMap.run(runners, shardKey(lease), superviseShard(lease, permits, () => dropLease(lease)).pipe(Effect.provide(context)))
+    })
 
-  // On shutdown: stop every shard fiber at once (each lets its deliveries
-  // finish within the grace period), then give the shards back.
+  /** Stops a shard's fiber (its deliveries get the grace period), then gives the shard back. */
+  const stopShard = (lease: ShardLease) =>
+    Effect.gen(function*() {
+      yield* FiberMap.remove(runners, shardKey(lease))
+      yield* dropLease(lease)
+      yield* Effect.ignore(ownership.release(lease))
+    })
+
+  const stopAll = Effect.suspend(() =>
+    Effect.forEach(Array.from(leases.values()), stopShard, { concurrency: "unbounded", discard: true })
+  )
+
+  /** Renews this instance's registration; returns false when it could not. */
+  const heartbeat = Effect.gen(function*() {
+    const now = yield* Clock.currentTimeMillis
+    const expiresAt = now + config.instanceTtlMs
+    const renewed = yield* ownership.heartbeat({
+      id: config.instanceId,
+      host: hostname(),
+      pid: process.pid,
+      startedAt,
+      expiresAt
+    }).pipe(
+      Effect.as(true),
+      Effect.catchAll((error) => Effect.as(Effect.logWarning("heartbeat failed").pipe(Effect.annotateLogs({ error: error.message })), false))
+    )
+    if (renewed) aliveUntil = expiresAt
+    return renewed
+  })
+
+  /** The other instances alive now; dead ones found on this host are removed at once. */
+  const otherLiveInstances = Effect.gen(function*() {
+    const now = yield* Clock.currentTimeMillis
+    const registered = (yield* ownership.liveInstances(now)).filter((instance) => instance.id !== config.instanceId)
+    const dead = registered.filter((instance) => !reallyAlive(instance))
+    yield* Effect.forEach(dead, (instance) => Effect.ignore(ownership.deregister(instance.id)), { discard: true })
+    return registered.filter(reallyAlive)
+  })
+
+  /** One round: heartbeat, learn new namespaces, then move towards this instance's even share. */
+  const round = Effect.gen(function*() {
+    if (!(yield* heartbeat)) {
+      // The others stop counting this instance when its registration lapses, and may take its
+      // shards: stop firing them before that can happen.
+      if ((yield* Clock.currentTimeMillis) >= aliveUntil && leases.size > 0) {
+        yield* Effect.logWarning("registration lapsed; stopping every shard").pipe(Effect.annotateLogs({ count: leases.size }))
+        yield* stopAll
+      }
+      return
+    }
+    for (const namespace of yield* store.listNamespaces) {
+      if (ensured.has(namespace.name)) continue
+      yield* ownership.ensureShards(namespace.name, namespace.numShards)
+      ensured.add(namespace.name)
+    }
+    const live = (yield* otherLiveInstances).map((instance) => instance.id)
+    const shards: ReadonlyArray<ShardState> = (yield* ownership.shards).filter((shard) => ensured.has(shard.namespace))
+    const plan = planAssignment({ me: config.instanceId, live, shards, held: new Set(leases.keys()) })
+    yield* Effect.forEach(plan.release, (shard) => {
+      const lease = leases.get(shardKey(shard))
+      return lease === undefined ? Effect.void : stopShard(lease)
+    }, { concurrency: "unbounded", discard: true })
+    for (const shard of plan.claim) {
+      const claimed = yield* ownership.claim(shard, config.instanceId, shard.version)
+      if (Option.isSome(claimed)) yield* startShard(claimed.value)
+    }
+    if (plan.release.length > 0 || plan.claim.length > 0) {
+      yield* Effect.logInfo("shards rebalanced").pipe(
+        Effect.annotateLogs({ released: plan.release.length, tried: plan.claim.length, held: leases.size, target: plan.target, live: live.length })
+      )
+    }
+  }).pipe(roundLock.withPermits(1), Effect.uninterruptible)
+
+  // On shutdown: stop the rounds, stop every shard at once (each drains within the grace
+  // period), give the shards back, then leave, so the others take over at their next round.
   yield* Effect.addFinalizer(() =>
     Effect.gen(function*() {
-      yield* Effect.forEach(runners, ([, fiber]) => Fiber.interrupt(fiber), { concurrency: "unbounded", discard: true })
-      yield* Effect.forEach(leases.values(), (lease) => Effect.ignore(ownership.release(lease)), {
-        concurrency: 16,
-        discard: true
-      })
-      yield* Effect.logInfo("released shards").pipe(Effect.annotateLogs({ count: leases.size }))
-      leases.clear()
+      yield* stopAll
+      yield* Effect.ignore(ownership.deregister(config.instanceId))
+      yield* Effect.logInfo("released shards and left")
     })
   )
 
+  yield* heartbeat
+  if (config.exclusive) {
+    // The earliest started instance keeps the store; a later one refuses to start.
+    const me = { startedAt, id: config.instanceId }
+    const earlier = (yield* otherLiveInstances).find((other) =>
+      other.startedAt < me.startedAt || (other.startedAt === me.startedAt && other.id < me.id)
+    )
+    if (earlier !== undefined) {
+      yield* Effect.ignore(ownership.deregister(config.instanceId))
+      return yield* new InstanceConflict({ otherId: earlier.id, otherHost: earlier.host, otherPid: earlier.pid })
+    }
+  }
   const now = yield* Clock.currentTimeMillis
-  const existing = yield* store.getNamespace(DEFAULT_NAMESPACE)
-  if (Option.isNone(existing)) {
+  if (Option.isNone(yield* store.getNamespace(DEFAULT_NAMESPACE))) {
     yield* store.createNamespace(
       new Namespace({ name: DEFAULT_NAMESPACE, numShards: config.defaultNamespaceShards, createdAt: now })
     ).pipe(Effect.catchTag("NamespaceExists", () => Effect.void))
   }
-  const namespaces = yield* store.listNamespaces
-  yield* Effect.forEach(namespaces, startNamespace, { discard: true })
+  yield* round
   yield* Ref.set(ready, true)
+  const loop = yield* round.pipe(
+    Effect.catchAllCause((cause) => Effect.logWarning("shard round failed", cause)),
+    Effect.repeat(Schedule.spaced(Duration.millis(config.rebalanceIntervalMs))),
+    Effect.fork
+  )
+  yield* Effect.addFinalizer(() => Fiber.interrupt(loop))
   yield* Effect.logInfo("engine started").pipe(
-    Effect.annotateLogs({ instanceId: config.instanceId, namespaces: namespaces.length, shards: leases.size })
+    Effect.annotateLogs({ instanceId: config.instanceId, shards: leases.size })
   )
 
   return Engine.of({
-    startNamespace,
+    startNamespace: (namespace) =>
+      ownership.ensureShards(namespace.name, namespace.numShards).pipe(Effect.zipRight(round)),
     ownedShards: Effect.sync(() => Array.from(leases.values())),
     ready: Ref.get(ready)
   })

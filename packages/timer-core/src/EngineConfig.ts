@@ -26,6 +26,12 @@ export interface EngineSettings {
   readonly shutdownGraceMs: number
   /** Shards of the `default` namespace when it is first made. */
   readonly defaultNamespaceShards: number
+  /** How long a heartbeat keeps this instance registered; its shards are taken over once it lapses. */
+  readonly instanceTtlMs: number
+  /** Time between rounds of heartbeat and rebalancing. */
+  readonly rebalanceIntervalMs: number
+  /** The store serves one instance only (SQLite): refuse to start while another one is alive. */
+  readonly exclusive: boolean
 }
 
 /** The defaults of every setting. */
@@ -39,7 +45,10 @@ export const DEFAULT_ENGINE_SETTINGS: EngineSettings = {
   purgeIntervalMs: 60_000,
   purgeBatchSize: 1000,
   shutdownGraceMs: 10_000,
-  defaultNamespaceShards: 16
+  defaultNamespaceShards: 16,
+  instanceTtlMs: 5_000,
+  rebalanceIntervalMs: 500,
+  exclusive: false
 }
 
 /** The engine's settings as a service. */

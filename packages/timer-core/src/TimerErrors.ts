@@ -89,3 +89,15 @@ export class ShardOwnershipLost extends Schema.TaggedError<ShardOwnershipLost>()
     return `shard ${this.namespace}/${this.shardId} is no longer owned at version ${this.heldVersion}`
   }
 }
+
+/** Another instance is running on a store that allows only one (SQLite). */
+export class InstanceConflict extends Schema.TaggedError<InstanceConflict>()("InstanceConflict", {
+  otherId: Schema.String,
+  otherHost: Schema.String,
+  otherPid: Schema.Number
+}) {
+  override get message() {
+    return `another instance (${this.otherId}, pid ${this.otherPid} on ${this.otherHost}) is running on this database; ` +
+      "an SQLite database serves one instance: stop that one, or use PostgreSQL to run several"
+  }
+}

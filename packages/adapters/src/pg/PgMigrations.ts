@@ -47,5 +47,15 @@ export const pgMigrations: Record<string, Effect.Effect<void, unknown, SqlClient
     yield* sql`CREATE INDEX timers_due ON timers (namespace, shard_id, next_fire_at) WHERE state = 'SCHEDULED'`
     yield* sql`CREATE INDEX timers_by_execute_at ON timers (namespace, execute_at, id)`
     yield* sql`CREATE INDEX timers_finished ON timers (updated_at) WHERE state <> 'SCHEDULED'`
+  }),
+  "2_create_instances": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`CREATE TABLE instances (
+      id TEXT COLLATE "C" PRIMARY KEY,
+      host TEXT NOT NULL,
+      pid INTEGER NOT NULL,
+      started_at BIGINT NOT NULL,
+      expires_at BIGINT NOT NULL
+    )`
   })
 }

@@ -19,6 +19,24 @@ import { type Cause, Clock, Context, Effect, Layer, Option } from "effect"
 import { makeFiringWriter } from "./firingWriter.js"
 import { firingColumns, fromRow, toRow, type TimerRow } from "./timerRows.js"
 
+interface InstanceRow {
+  readonly id: string
+  readonly host: string
+  readonly pid: number | string
+  readonly started_at: number | string
+  readonly expires_at: number | string
+}
+
+interface ShardRow {
+  readonly namespace: string
+  readonly shard_id: number | string
+  readonly version: number | string
+  readonly owner_id: string | null
+}
+
+const chunksOf = <A>(items: ReadonlyArray<A>, size: number): Array<ReadonlyArray<A>> =>
+  Array.from({ length: Math.ceil(items.length / size) }, (_, i) => items.slice(i * size, (i + 1) * size))
+
 interface NamespaceRow {
   readonly name: string
   readonly num_shards: number
@@ -210,15 +228,58 @@ export const makeSqlStores = Effect.gen(function*() {
   })
 
   const ownership = ShardOwnership.of({
-    claim: (shard, ownerId) =>
+    heartbeat: (instance) =>
+      sql`INSERT INTO instances (id, host, pid, started_at, expires_at)
+        VALUES (${instance.id}, ${instance.host}, ${instance.pid}, ${instance.startedAt}, ${instance.expiresAt})
+        ON CONFLICT (id) DO UPDATE SET expires_at = ${instance.expiresAt}`.pipe(Effect.asVoid, storeError("heartbeat")),
+
+    deregister: (instanceId) =>
+      sql`DELETE FROM instances WHERE id = ${instanceId}`.pipe(Effect.asVoid, storeError("deregister")),
+
+    liveInstances: (now) =>
+      sql<InstanceRow>`SELECT * FROM instances WHERE expires_at > ${now} ORDER BY id`.pipe(
+        Effect.map((rows) =>
+          rows.map((row) => ({
+            id: row.id,
+            host: row.host,
+            pid: Number(row.pid),
+            startedAt: Number(row.started_at),
+            expiresAt: Number(row.expires_at)
+          }))
+        ),
+        storeError("liveInstances")
+      ),
+
+    ensureShards: (namespace, numShards) =>
+      Effect.forEach(
+        chunksOf(Array.from({ length: numShards }, (_, shardId) => shardId), 500),
+        (ids) =>
+          sql`INSERT INTO shards ${
+            sql.insert(ids.map((shard_id) => ({ namespace, shard_id, version: 0, owner_id: null, claimed_at: null })))
+          } ON CONFLICT (namespace, shard_id) DO NOTHING`,
+        { discard: true }
+      ).pipe(storeError("ensureShards")),
+
+    shards: sql<ShardRow>`SELECT namespace, shard_id, version, owner_id FROM shards ORDER BY namespace, shard_id`.pipe(
+      Effect.map((rows) =>
+        rows.map((row) => ({
+          namespace: row.namespace,
+          shardId: Number(row.shard_id),
+          version: Number(row.version),
+          ownerId: row.owner_id ?? undefined
+        }))
+      ),
+      storeError("shards")
+    ),
+
+    claim: (shard, ownerId, seenVersion) =>
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
-        const rows = yield* sql<{ version: number | string }>`INSERT INTO shards (namespace, shard_id, version, owner_id, claimed_at)
-          VALUES (${shard.namespace}, ${shard.shardId}, 1, ${ownerId}, ${now})
-          ON CONFLICT (namespace, shard_id) DO UPDATE
-            SET version = shards.version + 1, owner_id = ${ownerId}, claimed_at = ${now}
+        const rows = yield* sql<{ version: number | string }>`UPDATE shards
+          SET version = version + 1, owner_id = ${ownerId}, claimed_at = ${now}
+          WHERE namespace = ${shard.namespace} AND shard_id = ${shard.shardId} AND version = ${seenVersion}
           RETURNING version`
-        return { ...shard, ownerId, version: Number(rows[0]!.version) }
+        return Option.map(Option.fromNullable(rows[0]), (row) => ({ ...shard, ownerId, version: Number(row.version) }))
       }).pipe(storeError("claimShard")),
 
     release: (lease) =>

@@ -45,5 +45,15 @@ export const sqliteMigrations: Record<string, Effect.Effect<void, unknown, SqlCl
     yield* sql`CREATE INDEX timers_due ON timers (namespace, shard_id, next_fire_at) WHERE state = 'SCHEDULED'`
     yield* sql`CREATE INDEX timers_by_execute_at ON timers (namespace, execute_at, id)`
     yield* sql`CREATE INDEX timers_finished ON timers (updated_at) WHERE state <> 'SCHEDULED'`
+  }),
+  "2_create_instances": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`CREATE TABLE instances (
+      id TEXT PRIMARY KEY,
+      host TEXT NOT NULL,
+      pid INTEGER NOT NULL,
+      started_at INTEGER NOT NULL,
+      expires_at INTEGER NOT NULL
+    )`
   })
 }

@@ -5,7 +5,7 @@
 import { describe, expect } from "@effect/vitest"
 import { type ShardLease, ShardOwnershipLost, TimerStore } from "@timer/core"
 import { Effect, Option } from "effect"
-import { type ContractTest, ids, makeTimer, NS, OTHER_NS, services } from "./fixtures.js"
+import { type ContractTest, ids, makeTimer, NS, OTHER_NS, services, takeShard } from "./fixtures.js"
 
 /** Registers the dueTimers and nextFireAfter tests. */
 export const dueContract = (test: ContractTest) => {
@@ -29,7 +29,7 @@ export const dueContract = (test: ContractTest) => {
     test("returns the SCHEDULED timers of the shard with nextFireAt <= now, oldest first", Effect.gen(function*() {
       const { ownership, store } = yield* services
       yield* seedShards
-      const lease = yield* ownership.claim({ namespace: NS, shardId: 0 }, "owner")
+      const lease = yield* takeShard(ownership, { namespace: NS, shardId: 0 }, "owner")
       const due = yield* store.dueTimers(lease, 300, 100)
       expect(ids(due)).toStrictEqual(["due-100", "due-200", "retry-250", "due-300"])
       expect(due[2]).toStrictEqual(makeTimer("retry-250", { executeAt: 5_000, nextFireAt: 250, attempts: 1, firstAttemptAt: 50 }))
@@ -42,7 +42,7 @@ export const dueContract = (test: ContractTest) => {
     test("respects limit", Effect.gen(function*() {
       const { ownership, store } = yield* services
       yield* seedShards
-      const lease = yield* ownership.claim({ namespace: NS, shardId: 0 }, "owner")
+      const lease = yield* takeShard(ownership, { namespace: NS, shardId: 0 }, "owner")
       expect(ids(yield* store.dueTimers(lease, 300, 2))).toStrictEqual(["due-100", "due-200"])
       expect(ids(yield* store.dueTimers(lease, 300, 1))).toStrictEqual(["due-100"])
     }))
@@ -50,7 +50,7 @@ export const dueContract = (test: ContractTest) => {
     test("leaves out the ids given as in flight, and the limit counts only the others", Effect.gen(function*() {
       const { ownership, store } = yield* services
       yield* seedShards
-      const lease = yield* ownership.claim({ namespace: NS, shardId: 0 }, "owner")
+      const lease = yield* takeShard(ownership, { namespace: NS, shardId: 0 }, "owner")
       expect(ids(yield* store.dueTimers(lease, 300, 100, ["due-100", "retry-250"]))).toStrictEqual(["due-200", "due-300"])
       expect(ids(yield* store.dueTimers(lease, 300, 1, ["due-100"]))).toStrictEqual(["due-200"])
       expect(ids(yield* store.dueTimers(lease, 300, 100, ["not-a-timer"]))).toStrictEqual(["due-100", "due-200", "retry-250", "due-300"])
@@ -59,19 +59,19 @@ export const dueContract = (test: ContractTest) => {
     test("excludes other shards and other namespaces", Effect.gen(function*() {
       const { ownership, store } = yield* services
       yield* seedShards
-      const shard1 = yield* ownership.claim({ namespace: NS, shardId: 1 }, "owner")
+      const shard1 = yield* takeShard(ownership, { namespace: NS, shardId: 1 }, "owner")
       expect(ids(yield* store.dueTimers(shard1, 1_000_000, 100))).toStrictEqual(["shard-1"])
-      const other = yield* ownership.claim({ namespace: OTHER_NS, shardId: 0 }, "owner")
+      const other = yield* takeShard(ownership, { namespace: OTHER_NS, shardId: 0 }, "owner")
       expect(ids(yield* store.dueTimers(other, 1_000_000, 100))).toStrictEqual(["other-ns"])
-      const empty = yield* ownership.claim({ namespace: NS, shardId: 2 }, "owner")
+      const empty = yield* takeShard(ownership, { namespace: NS, shardId: 2 }, "owner")
       expect(yield* store.dueTimers(empty, 1_000_000, 100)).toStrictEqual([])
     }))
 
     test("fails with ShardOwnershipLost when the lease is stale", Effect.gen(function*() {
       const { ownership, store } = yield* services
       yield* seedShards
-      const first = yield* ownership.claim({ namespace: NS, shardId: 0 }, "first")
-      const second = yield* ownership.claim({ namespace: NS, shardId: 0 }, "second")
+      const first = yield* takeShard(ownership, { namespace: NS, shardId: 0 }, "first")
+      const second = yield* takeShard(ownership, { namespace: NS, shardId: 0 }, "second")
       const error = yield* Effect.flip(store.dueTimers(first, 300, 100))
       expect(error).toBeInstanceOf(ShardOwnershipLost)
       expect(error).toMatchObject({ _tag: "ShardOwnershipLost", namespace: NS, shardId: 0, heldVersion: first.version })

@@ -5,7 +5,7 @@
 import { describe, expect } from "@effect/vitest"
 import { applyFiringUpdate, type FiringUpdate, RetryPolicy, ShardOwnershipLost, type TimerRecord } from "@timer/core"
 import { Effect, Option } from "effect"
-import { type ContractTest, ids, listAll, makeTimer, mustGet, NS, services } from "./fixtures.js"
+import { type ContractTest, ids, listAll, makeTimer, mustGet, NS, services, takeShard } from "./fixtures.js"
 
 /** Registers the recordFiring tests. */
 export const firingContract = (test: ContractTest) => {
@@ -27,7 +27,7 @@ export const firingContract = (test: ContractTest) => {
       const { ownership, store } = yield* services
       yield* store.upsertTimer(armed)
       yield* store.upsertTimer(makeTimer("bystander", { executeAt: 1_000 }))
-      const lease = yield* ownership.claim({ namespace: NS, shardId: 0 }, "owner")
+      const lease = yield* takeShard(ownership, { namespace: NS, shardId: 0 }, "owner")
       return { lease, ownership, store }
     })
 
@@ -132,7 +132,7 @@ export const firingContract = (test: ContractTest) => {
 
     test("fails with ShardOwnershipLost and writes nothing when the lease is stale", Effect.gen(function*() {
       const { lease, ownership, store } = yield* setup
-      const newer = yield* ownership.claim({ namespace: NS, shardId: 0 }, "usurper")
+      const newer = yield* takeShard(ownership, { namespace: NS, shardId: 0 }, "usurper")
       const before = yield* mustGet(armed)
       for (const update of updates) {
         const error = yield* Effect.flip(store.recordFiring(lease, armed, armed.firingId, update, 1_500))
@@ -148,9 +148,9 @@ export const firingContract = (test: ContractTest) => {
     test("concurrent outcomes under fresh and stale leases each get their own answer", Effect.gen(function*() {
       const { ownership, store } = yield* services
       // Shard 0 is taken over (its first lease is stale); shard 1's lease is current.
-      const stale = yield* ownership.claim({ namespace: NS, shardId: 0 }, "old")
-      yield* ownership.claim({ namespace: NS, shardId: 0 }, "new")
-      const fresh = yield* ownership.claim({ namespace: NS, shardId: 1 }, "owner")
+      const stale = yield* takeShard(ownership, { namespace: NS, shardId: 0 }, "old")
+      yield* takeShard(ownership, { namespace: NS, shardId: 0 }, "new")
+      const fresh = yield* takeShard(ownership, { namespace: NS, shardId: 1 }, "owner")
       const onShard = (shardId: number, n: number) =>
         Array.from({ length: n }, (_, i) => makeTimer(`s${shardId}-${i}`, { shardId }))
       const lost = onShard(0, 10)

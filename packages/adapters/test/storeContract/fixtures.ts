@@ -9,6 +9,21 @@ import { Effect, type Layer, Option, type Scope } from "effect"
 export const NS = "contract"
 export const OTHER_NS = "contract-other"
 
+/**
+ * Claims a shard for `ownerId` whatever its state, as an instance does after it
+ * saw the shard free: makes its row if needed, reads its version, claims at it.
+ */
+export const takeShard = (
+  ownership: ShardOwnership["Type"],
+  shard: { readonly namespace: string; readonly shardId: number },
+  ownerId: string
+) =>
+  Effect.gen(function*() {
+    yield* ownership.ensureShards(shard.namespace, shard.shardId + 1)
+    const state = (yield* ownership.shards).find((s) => s.namespace === shard.namespace && s.shardId === shard.shardId)!
+    return Option.getOrThrow(yield* ownership.claim(shard, ownerId, state.version))
+  })
+
 /** A SCHEDULED timer in namespace NS, shard 0; `overrides` win. */
 export const makeTimer = (id: string, overrides: Partial<TimerRecord> = {}): TimerRecord => {
   const executeAt = overrides.executeAt ?? 1_000

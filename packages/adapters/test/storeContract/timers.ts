@@ -5,7 +5,7 @@
 import { describe, expect } from "@effect/vitest"
 import { type FiringUpdate, RetryPolicy, type TimerRecord } from "@timer/core"
 import { Effect, Option } from "effect"
-import { type ContractTest, ids, listAll, makeTimer, mustGet, NS, OTHER_NS, services } from "./fixtures.js"
+import { type ContractTest, ids, listAll, makeTimer, mustGet, NS, OTHER_NS, services, takeShard } from "./fixtures.js"
 
 /** Registers the tests of storing, reading and deleting one timer. */
 export const timersContract = (test: ContractTest) => {
@@ -31,7 +31,7 @@ export const timersContract = (test: ContractTest) => {
       })
       yield* store.upsertTimer(original)
       // Bring the stored timer far from a fresh one: retried, then FAILED.
-      const lease = yield* ownership.claim({ namespace: NS, shardId: 0 }, "owner")
+      const lease = yield* takeShard(ownership, { namespace: NS, shardId: 0 }, "owner")
       const retry: FiringUpdate = {
         _tag: "RetryScheduled",
         attempts: 1,

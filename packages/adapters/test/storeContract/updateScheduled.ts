@@ -5,7 +5,7 @@
 import { describe, expect } from "@effect/vitest"
 import { RetryPolicy, TimerNotFound, TimerNotPending, type TimerRecord } from "@timer/core"
 import { Effect, Option } from "effect"
-import { type ContractTest, makeTimer, mustGet, NS, OTHER_NS, services } from "./fixtures.js"
+import { type ContractTest, makeTimer, mustGet, NS, OTHER_NS, services, takeShard } from "./fixtures.js"
 
 /** Registers the updateScheduled tests. */
 export const updateScheduledContract = (test: ContractTest) => {
@@ -87,7 +87,7 @@ export const updateScheduledContract = (test: ContractTest) => {
         const { ownership, store } = yield* services
         const timer = makeTimer("a")
         yield* store.upsertTimer(timer)
-        const lease = yield* ownership.claim({ namespace: NS, shardId: 0 }, "owner")
+        const lease = yield* takeShard(ownership, { namespace: NS, shardId: 0 }, "owner")
         expect(yield* store.recordFiring(lease, timer, timer.firingId, update, 1_300)).toBe(true)
         const before = yield* mustGet(timer)
         expect(before.state).toBe(state)

@@ -104,7 +104,11 @@ export const TEST_SETTINGS: Partial<EngineSettings> = {
   instanceId: "engine-test",
   defaultNamespaceShards: 1,
   idlePollMs: 10 * 60_000,
-  shutdownGraceMs: 0
+  shutdownGraceMs: 0,
+  // One instance: the first round takes every shard, and no later round is needed (on the
+  // test clock, a short interval would run thousands of rounds when a test jumps hours).
+  rebalanceIntervalMs: 30 * 24 * 3_600_000,
+  instanceTtlMs: 60 * 24 * 3_600_000
 }
 
 /** A stored timer record of the default namespace, as Timers.create would make it. */
