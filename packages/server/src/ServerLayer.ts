@@ -3,8 +3,17 @@
  * timer service → HTTP. main.ts launches it; tests build it in-process.
  */
 import { NodeHttpClient } from "@effect/platform-node"
-import { layerPgStore, layerSqliteStore, layerWebhookDelivery } from "@timer/adapters"
-import { Engine, EngineConfig, Purger, Timers, TimerWakeups } from "@timer/core"
+import { layerPgStore, layerPgWakeups, layerSqliteStore, layerWebhookDelivery } from "@timer/adapters"
+import {
+  Engine,
+  EngineConfig,
+  Purger,
+  type ShardOwnership,
+  type StoreError,
+  Timers,
+  type TimerStore,
+  TimerWakeups
+} from "@timer/core"
 import { Layer, Logger, LogLevel } from "effect"
 import { layerHttpServer } from "./http/HttpServer.js"
 import type { ServerSettings } from "./ServerConfig.js"
@@ -25,9 +34,22 @@ const levels = {
  * server, so a caller that listens on port 0 can read the address it got.
  */
 export const makeServerLayer = (settings: ServerSettings) => {
-  const store = settings.db._tag === "Sqlite"
-    ? layerSqliteStore({ filename: settings.db.filename, synchronous: settings.sqliteSynchronous })
-    : layerPgStore({ url: settings.db.url, maxConnections: settings.pgMaxConnections, applicationName: `durable-timers ${settings.instanceId}` })
+  // The store, and the wake-ups that reach the shard fibers: in-process with SQLite (one
+  // instance), through LISTEN/NOTIFY with PostgreSQL (many).
+  const storage: Layer.Layer<TimerStore | ShardOwnership | TimerWakeups, StoreError> = settings.db._tag === "Sqlite"
+    ? Layer.merge(
+      layerSqliteStore({ filename: settings.db.filename, synchronous: settings.sqliteSynchronous }),
+      TimerWakeups.layer
+    )
+    : layerPgWakeups(settings.db.url).pipe(
+      Layer.provideMerge(
+        layerPgStore({
+          url: settings.db.url,
+          maxConnections: settings.pgMaxConnections,
+          applicationName: `durable-timers ${settings.instanceId}`
+        })
+      )
+    )
   const engineConfig = EngineConfig.layer({
     instanceId: settings.instanceId,
     maxPayloadBytes: settings.maxPayloadBytes,
@@ -47,9 +69,8 @@ export const makeServerLayer = (settings: ServerSettings) => {
   const core = Timers.layer.pipe(
     Layer.provideMerge(engine),
     Layer.provideMerge(Purger.layer),
-    Layer.provideMerge(TimerWakeups.layer),
     Layer.provideMerge(engineConfig),
-    Layer.provideMerge(store)
+    Layer.provideMerge(storage)
   )
   const http = layerHttpServer({
     port: settings.port,
