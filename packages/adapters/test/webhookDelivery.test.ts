@@ -12,6 +12,7 @@ import {
   ATTEMPT_HEADER,
   classifyResponse,
   FIRING_ID_HEADER,
+  INSTANCE_HEADER,
   layerWebhookDelivery,
   MAX_RESPONSE_BODY_BYTES,
   parseRetryAfter,
@@ -233,7 +234,7 @@ const timerFor = (callbackUrl: string, overrides: Partial<TimerRecord> = {}): Ti
 })
 
 const deliver = (timer: TimerRecord, attempt: number, firedAt = Date.parse("2030-01-01T08:00:00.250Z")) =>
-  Effect.flatMap(TimerDelivery, (delivery) => delivery.deliver({ timer, attempt, firedAt }))
+  Effect.flatMap(TimerDelivery, (delivery) => delivery.deliver({ timer, attempt, firedAt, instanceId: "instance-a" }))
 
 const errorOf = (outcome: DeliveryOutcome): string => (outcome._tag === "Retryable" || outcome._tag === "Permanent" ? outcome.error : "")
 
@@ -260,6 +261,7 @@ layer(layerWebhookDelivery.pipe(Layer.provide(NodeHttpClient.layerUndici)), { ex
       }
       expect(call1.headers[ATTEMPT_HEADER]).toBe("1")
       expect(call2.headers[ATTEMPT_HEADER]).toBe("2")
+      expect(call1.headers[INSTANCE_HEADER]).toBe("instance-a")
 
       const body1 = JSON.parse(call1.body)
       expect(Object.keys(body1).sort()).toEqual(["attempt", "executeAt", "firedAt", "namespace", "payload", "timerId"])
@@ -272,7 +274,7 @@ layer(layerWebhookDelivery.pipe(Layer.provide(NodeHttpClient.layerUndici)), { ex
         firedAt: "2030-01-01T08:00:00.250Z"
       })
       expect(JSON.parse(call2.body)).toEqual({ ...body1, attempt: 2, firedAt: "2030-01-01T08:00:05.500Z" })
-      expect(webhookBody({ timer, attempt: 1, firedAt: Date.parse("2030-01-01T08:00:00.250Z") })).toEqual(body1)
+      expect(webhookBody({ timer, attempt: 1, firedAt: Date.parse("2030-01-01T08:00:00.250Z"), instanceId: "instance-a" })).toEqual(body1)
     }))
 
   it.scoped("a timer without a payload sends payload null; another firing sends its own firing id", () =>

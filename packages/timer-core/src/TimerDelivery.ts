@@ -12,6 +12,8 @@ export interface DeliveryRequest {
   readonly attempt: number
   /** When this attempt started, epoch milliseconds. */
   readonly firedAt: number
+  /** The instance that fires it (the owner of the timer's shard). */
+  readonly instanceId: string
 }
 
 /**

@@ -11,6 +11,9 @@ import { classifyResponse } from "./callbackResponse.js"
 /** The header that names a firing; the same over all its attempts. */
 export const FIRING_ID_HEADER = "x-timer-firing-id"
 
+/** The header that names the instance that fired the timer. */
+export const INSTANCE_HEADER = "x-timer-instance"
+
 /** The header that numbers the attempt, from 1. */
 export const ATTEMPT_HEADER = "x-timer-attempt"
 
@@ -61,6 +64,7 @@ const make = Effect.gen(function*() {
       HttpClientRequest.setHeaders({
         [FIRING_ID_HEADER]: request.timer.firingId,
         [ATTEMPT_HEADER]: String(request.attempt),
+        [INSTANCE_HEADER]: request.instanceId,
         "user-agent": "durable-timers/0.1"
       }),
       HttpClientRequest.bodyUnsafeJson(webhookBody(request)),

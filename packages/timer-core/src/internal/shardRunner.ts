@@ -78,7 +78,7 @@ export const runShard = (lease: ShardLease, deliveryPermits: Permits) =>
             if (Option.isNone(current)) return Option.none()
             const timer = current.value
             const firedAt = yield* Clock.currentTimeMillis
-            const outcome = yield* delivery.deliver({ timer, attempt: timer.attempts + 1, firedAt })
+            const outcome = yield* delivery.deliver({ timer, attempt: timer.attempts + 1, firedAt, instanceId: lease.ownerId })
             return Option.some({ timer, firedAt, outcome })
           })
         )
