@@ -12,19 +12,40 @@ export class TimerWakeups extends Context.Tag("@timer/TimerWakeups")<TimerWakeup
   /** Registers the listener of a shard for the life of the scope. */
   readonly listen: (shard: ShardRef, onWake: (at: number) => void) => Effect.Effect<void, never, Scope.Scope>
 }>() {
-  /** Wake-ups within this process. */
+  /** Wake-ups within this process (one instance). */
   static layer: Layer.Layer<TimerWakeups> = Layer.sync(TimerWakeups, () => {
-    const listeners = new Map<string, (at: number) => void>()
+    const listeners = makeWakeupListeners()
     return TimerWakeups.of({
-      notify: (shard, at) => Effect.sync(() => listeners.get(shardKey(shard))?.(at)),
-      listen: (shard, onWake) =>
-        Effect.acquireRelease(
-          Effect.sync(() => listeners.set(shardKey(shard), onWake)),
-          () =>
-            Effect.sync(() => {
-              if (listeners.get(shardKey(shard)) === onWake) listeners.delete(shardKey(shard))
-            })
-        )
+      notify: (shard, at) => Effect.sync(() => listeners.wake(shardKey(shard), at)),
+      listen: listeners.listen
     })
   })
+}
+
+/** The shard listeners of this process. */
+export interface WakeupListeners {
+  /** Wakes the listener of the shard with this key; false when this process has none. */
+  readonly wake: (key: string, at: number) => boolean
+  /** Registers the listener of a shard for the life of the scope. */
+  readonly listen: (shard: ShardRef, onWake: (at: number) => void) => Effect.Effect<void, never, Scope.Scope>
+}
+
+/** Makes the registry of this process's shard listeners, for wake-up implementations. */
+export const makeWakeupListeners = (): WakeupListeners => {
+  const listeners = new Map<string, (at: number) => void>()
+  return {
+    wake: (key, at) => {
+      const listener = listeners.get(key)
+      listener?.(at)
+      return listener !== undefined
+    },
+    listen: (shard, onWake) =>
+      Effect.acquireRelease(
+        Effect.sync(() => listeners.set(shardKey(shard), onWake)),
+        () =>
+          Effect.sync(() => {
+            if (listeners.get(shardKey(shard)) === onWake) listeners.delete(shardKey(shard))
+          })
+      )
+  }
 }

@@ -7,7 +7,7 @@
  * finds every timer.
  */
 import { SqlClient } from "@effect/sql"
-import { type ShardRef, shardKey, TimerWakeups } from "@timer/core"
+import { makeWakeupListeners, type ShardRef, shardKey, TimerWakeups } from "@timer/core"
 import { Duration, Effect, Layer, Schedule } from "effect"
 import pg from "pg"
 
@@ -63,11 +63,11 @@ export const layerPgWakeups = (url: string): Layer.Layer<TimerWakeups, never, Sq
     TimerWakeups,
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      const listeners = new Map<string, (at: number) => void>()
+      const listeners = makeWakeupListeners()
 
       yield* listenOnce(url, (payload) => {
         const wakeup = decode(payload)
-        if (wakeup !== undefined) listeners.get(wakeup.key)?.(wakeup.at)
+        if (wakeup !== undefined) listeners.wake(wakeup.key, wakeup.at)
       }).pipe(
         Effect.tapErrorCause((cause) => Effect.logWarning("wake-up channel lost; listening again", cause)),
         Effect.retry(Schedule.exponential(Duration.millis(100)).pipe(Schedule.union(Schedule.spaced(Duration.seconds(5))))),
@@ -76,23 +76,16 @@ export const layerPgWakeups = (url: string): Layer.Layer<TimerWakeups, never, Sq
 
       return TimerWakeups.of({
         notify: (shard, at) =>
-          Effect.suspend(() => {
-            const local = listeners.get(shardKey(shard))
-            if (local !== undefined) return Effect.sync(() => local(at))
-            // NOTIFY takes no bind parameters; pg_notify does.
-            return sql`SELECT pg_notify(${WAKEUP_CHANNEL}, ${encode(shard, at)})`.pipe(
-              Effect.asVoid,
-              Effect.catchAll((error) => Effect.logWarning("could not send a wake-up", error))
-            )
-          }),
-        listen: (shard, onWake) =>
-          Effect.acquireRelease(
-            Effect.sync(() => listeners.set(shardKey(shard), onWake)),
-            () =>
-              Effect.sync(() => {
-                if (listeners.get(shardKey(shard)) === onWake) listeners.delete(shardKey(shard))
-              })
-          )
+          Effect.suspend(() =>
+            listeners.wake(shardKey(shard), at)
+              ? Effect.void
+              // NOTIFY takes no bind parameters; pg_notify does.
+              : sql`SELECT pg_notify(${WAKEUP_CHANNEL}, ${encode(shard, at)})`.pipe(
+                Effect.asVoid,
+                Effect.catchAll((error) => Effect.logWarning("could not send a wake-up", error))
+              )
+          ),
+        listen: listeners.listen
       })
     })
   )
