@@ -231,7 +231,8 @@ export const makeSqlStores = Effect.gen(function*() {
     heartbeat: (instance) =>
       sql`INSERT INTO instances (id, host, pid, started_at, expires_at)
         VALUES (${instance.id}, ${instance.host}, ${instance.pid}, ${instance.startedAt}, ${instance.expiresAt})
-        ON CONFLICT (id) DO UPDATE SET expires_at = ${instance.expiresAt}`.pipe(Effect.asVoid, storeError("heartbeat")),
+        ON CONFLICT (id) DO UPDATE SET host = ${instance.host}, pid = ${instance.pid},
+          started_at = ${instance.startedAt}, expires_at = ${instance.expiresAt}`.pipe(Effect.asVoid, storeError("heartbeat")),
 
     deregister: (instanceId) =>
       sql`DELETE FROM instances WHERE id = ${instanceId}`.pipe(Effect.asVoid, storeError("deregister")),

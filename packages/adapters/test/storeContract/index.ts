@@ -10,6 +10,7 @@ import { Effect, type Layer } from "effect"
 import { dueContract } from "./due.js"
 import { firingContract } from "./firing.js"
 import { contractTest, services } from "./fixtures.js"
+import { instancesContract } from "./instances.js"
 import { listContract } from "./list.js"
 import { namespacesContract } from "./namespaces.js"
 import { ownershipContract } from "./ownership.js"
@@ -34,6 +35,7 @@ export const storeContractSuite = (
     updateScheduledContract(test)
     listContract(test)
     dueContract(test)
+    instancesContract(test)
     ownershipContract(test)
     firingContract(test)
     purgeContract(test)
