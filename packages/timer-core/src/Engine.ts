@@ -129,7 +129,8 @@ const make = Effect.gen(function*() {
     if (!(yield* heartbeat)) {
       // The others stop counting this instance when its registration lapses, and may take its
       // shards: stop firing them before that can happen.
-      if ((yield* Clock.currentTimeMillis) >= aliveUntil && leases.size > 0) {
+      // Two rounds before the lapse, so that the shards are stopped before anyone may claim them.
+      if ((yield* Clock.currentTimeMillis) >= aliveUntil - 2 * config.rebalanceIntervalMs && leases.size > 0) {
         yield* Effect.logWarning("registration lapsed; stopping every shard").pipe(Effect.annotateLogs({ count: leases.size }))
         yield* stopAll
       }

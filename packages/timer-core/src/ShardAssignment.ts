@@ -44,12 +44,17 @@ export const planAssignment = (input: AssignmentInput): AssignmentPlan => {
   const byPreference = (shards: ReadonlyArray<ShardState>) =>
     [...shards].sort((a, b) => preference(input.me, b) - preference(input.me, a))
   const mine = input.shards.filter((shard) => input.held.has(shardKey(shard)))
+  // Shards the store says are this instance's but that it holds no lease on (a claim whose
+  // answer was lost, a restart under the same id): no other instance will take them from a
+  // live owner, so they are claimed back whatever the target; any excess is given up later.
+  const orphans = input.shards.filter((shard) => shard.ownerId === input.me && !input.held.has(shardKey(shard)))
   if (mine.length > target) {
-    return { target, release: byPreference(mine).slice(target), claim: [] }
+    return { target, release: byPreference(mine).slice(target), claim: orphans }
   }
   const free = input.shards.filter((shard) =>
-    !input.held.has(shardKey(shard)) &&
-    (shard.ownerId === undefined || shard.ownerId === input.me || !live.has(shard.ownerId))
+    !input.held.has(shardKey(shard)) && shard.ownerId !== input.me &&
+    (shard.ownerId === undefined || !live.has(shard.ownerId))
   )
-  return { target, release: [], claim: byPreference(free).slice(0, target - mine.length) }
+  const wanted = Math.max(0, target - mine.length - orphans.length)
+  return { target, release: [], claim: [...orphans, ...byPreference(free).slice(0, wanted)] }
 }

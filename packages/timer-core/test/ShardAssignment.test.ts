@@ -253,6 +253,22 @@ describe("planAssignment", () => {
     expect(plan.claim.map(shardKey).sort()).toStrictEqual(mine.map(shardKey).sort())
     for (const shard of plan.claim) expect(shard).toMatchObject({ version: 3, ownerId: "a" })
   })
+
+  it("a shard stored as its own but not held is claimed back even at or above target, so it is never stranded", () => {
+    // a holds its 8 of 16; the store also names a as the owner of one of b's shards (a claim
+    // whose answer a never got). No one else takes a shard from a live owner, so a must.
+    const held = new Set(shards.slice(0, 8).map(shardKey))
+    const stranded = shards[12]!
+    const state = shards.map((shard, i) =>
+      i < 8 || shard === stranded ? { ...shard, version: 2, ownerId: "a" } : { ...shard, version: 1, ownerId: "b" }
+    )
+    const atTarget = planAssignment({ me: "a", live: ["a", "b"], shards: state, held })
+    expect(atTarget.claim.map(shardKey)).toStrictEqual([shardKey(stranded)])
+    // Above target too: it releases its excess and still claims the stranded one.
+    const over = planAssignment({ me: "a", live: ["a", "b", "c"], shards: state, held })
+    expect(over.release.length).toBeGreaterThan(0)
+    expect(over.claim.map(shardKey)).toStrictEqual([shardKey(stranded)])
+  })
 })
 
 describe("planAssignment, rounds of instances over a shared shard table", () => {
