@@ -83,6 +83,10 @@ export const ServerConfig = Config.all({
     Config.map(Option.getOrElse(generatedInstanceId)),
     Config.withDescription("This instance's id (generated when not set)")
   ),
+  instanceHost: Config.string("TIMER_INSTANCE_HOST").pipe(
+    Config.withDefault(hostname()),
+    Config.withDescription("The host this instance registers under (default: this machine's host name)")
+  ),
   maxPayloadBytes: positiveInt("TIMER_MAX_PAYLOAD_BYTES", DEFAULT_ENGINE_SETTINGS.maxPayloadBytes, "Largest payload, JSON-encoded bytes"),
   deliveryConcurrency: positiveInt("TIMER_DELIVERY_CONCURRENCY", DEFAULT_ENGINE_SETTINGS.deliveryConcurrency, "Deliveries in flight, all shards"),
   shardConcurrency: positiveInt("TIMER_SHARD_CONCURRENCY", DEFAULT_ENGINE_SETTINGS.shardConcurrency, "Deliveries in flight per shard"),

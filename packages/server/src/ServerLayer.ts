@@ -52,6 +52,7 @@ export const makeServerLayer = (settings: ServerSettings) => {
     )
   const engineConfig = EngineConfig.layer({
     instanceId: settings.instanceId,
+    instanceHost: settings.instanceHost,
     maxPayloadBytes: settings.maxPayloadBytes,
     deliveryConcurrency: settings.deliveryConcurrency,
     shardConcurrency: settings.shardConcurrency,

@@ -6,7 +6,6 @@
  */
 import { Clock, Context, Duration, Effect, Fiber, FiberMap, Layer, Option, Ref, Schedule } from "effect"
 import { readFileSync } from "node:fs"
-import { hostname } from "node:os"
 import { EngineConfig } from "./EngineConfig.js"
 import { makePermits } from "./internal/permits.js"
 import { superviseShard } from "./internal/superviseShard.js"
@@ -57,7 +56,7 @@ const processExists = (pid: number): boolean => {
  * process is gone died (killed, say) and need not be waited for until its
  * registration lapses.
  */
-const reallyAlive = (instance: InstanceInfo): boolean => instance.host !== hostname() || processExists(instance.pid)
+const reallyAlive = (instance: InstanceInfo, host: string): boolean => instance.host !== host || processExists(instance.pid)
 
 const make = Effect.gen(function*() {
   const store = yield* TimerStore
@@ -103,7 +102,7 @@ const make = Effect.gen(function*() {
     const expiresAt = now + config.instanceTtlMs
     const renewed = yield* ownership.heartbeat({
       id: config.instanceId,
-      host: hostname(),
+      host: config.instanceHost,
       pid: process.pid,
       startedAt,
       expiresAt
@@ -119,9 +118,9 @@ const make = Effect.gen(function*() {
   const otherLiveInstances = Effect.gen(function*() {
     const now = yield* Clock.currentTimeMillis
     const registered = (yield* ownership.liveInstances(now)).filter((instance) => instance.id !== config.instanceId)
-    const dead = registered.filter((instance) => !reallyAlive(instance))
+    const dead = registered.filter((instance) => !reallyAlive(instance, config.instanceHost))
     yield* Effect.forEach(dead, (instance) => Effect.ignore(ownership.deregister(instance.id)), { discard: true })
-    return registered.filter(reallyAlive)
+    return registered.filter((instance) => reallyAlive(instance, config.instanceHost))
   })
 
   /** One round: heartbeat, learn new namespaces, then move towards this instance's even share. */

@@ -3,11 +3,18 @@
  * from the environment once; tests build them with `EngineConfig.layer`.
  */
 import { Context, Layer } from "effect"
+import { hostname } from "node:os"
 
 /** Engine and service settings. */
 export interface EngineSettings {
   /** This instance's id, recorded as the owner of the shards it claims. */
   readonly instanceId: string
+  /**
+   * The host this instance registers under. A registered instance on the same
+   * host whose process is gone is known dead at once; on another host, only
+   * when its registration lapses.
+   */
+  readonly instanceHost: string
   /** Largest payload, in bytes of its JSON encoding. */
   readonly maxPayloadBytes: number
   /** Deliveries in flight at once, over all shards. */
@@ -37,6 +44,7 @@ export interface EngineSettings {
 /** The defaults of every setting. */
 export const DEFAULT_ENGINE_SETTINGS: EngineSettings = {
   instanceId: "local",
+  instanceHost: hostname(),
   maxPayloadBytes: 100 * 1024,
   deliveryConcurrency: 256,
   shardConcurrency: 32,
