@@ -237,8 +237,9 @@ describe("crash recovery", () => {
     // No timer fires before its executeAt (1 ms of clock rounding allowed).
     expect(Math.min(before.min, after.count > 0 ? after.min : 0)).toBeGreaterThanOrEqual(-1)
     // 500 firings a second is within what the server fires on 2 cores, so the median lag stays
-    // small (bounded loosely, for a loaded CI box); the largest catches a stalled shard.
-    expect(before.p50, "median lag before the kill").toBeLessThan(500)
+    // small (about 10 ms on an idle 2-core box; bounded loosely, for a loaded one); the largest
+    // catches a stalled shard.
+    expect(before.p50, "median lag before the kill").toBeLessThan(1_000)
     expect(before.max, "largest lag before the kill").toBeLessThan(STALL_MS)
   })
 
