@@ -1,6 +1,6 @@
 /**
- * A local webhook receiver: records every call (arrival time, body, firing id
- * and attempt headers) and answers 200 with an empty body.
+ * A local webhook receiver: records every call (arrival time, body, firing id,
+ * attempt and instance headers) and answers 200 with an empty body.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import { performance } from "node:perf_hooks"
@@ -25,6 +25,8 @@ export interface WebhookCall {
   readonly path: string
   readonly firingId: string | undefined
   readonly attemptHeader: string | undefined
+  /** The x-timer-instance header: the instance that fired the timer. */
+  readonly instance: string | undefined
   /** The decoded body; undefined when it was not JSON (see `raw`). */
   readonly body: WebhookBody | undefined
   readonly raw: string
@@ -75,6 +77,7 @@ export const startReceiver = async (options: ReceiverOptions = {}): Promise<Rece
         path: req.url ?? "",
         firingId: header("x-timer-firing-id"),
         attemptHeader: header("x-timer-attempt"),
+        instance: header("x-timer-instance"),
         body,
         raw
       }

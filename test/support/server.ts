@@ -5,7 +5,7 @@
  * tail of the server's log.
  */
 import { type ChildProcess, spawn } from "node:child_process"
-import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs"
+import { appendFileSync, existsSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
@@ -63,6 +63,8 @@ export interface StartOptions {
   readonly env?: Record<string, string>
   /** Longest wait for GET /readyz = 200, in ms (default 20 s). */
   readonly readyTimeoutMs?: number
+  /** A file that receives every line of the process's log (the handle keeps only the last lines). */
+  readonly logFile?: string
 }
 
 /** Lines of log kept per process. */
@@ -218,6 +220,13 @@ const startOnce = async (dir: string, options: StartOptions): Promise<ServerHand
       partial = parts.pop() ?? ""
       for (const line of parts) {
         lines.push(tag === "err" ? `[stderr] ${line}` : line)
+        if (options.logFile !== undefined) {
+          try {
+            appendFileSync(options.logFile, (tag === "err" ? `[stderr] ${line}` : line) + "\n")
+          } catch {
+            // best effort
+          }
+        }
         if (lines.length > LOG_LINES) lines.shift()
       }
     })

@@ -4,7 +4,7 @@
  * shard, and follows instances joining, leaving and dying. On shutdown it
  * drains its shards and gives them back.
  */
-import { Clock, Context, Duration, Effect, Fiber, FiberMap, Layer, Option, Ref, Schedule } from "effect"
+import { Clock, Context, Duration, Effect, Fiber, FiberMap, FiberSet, Layer, Option, Ref, Schedule } from "effect"
 import { readFileSync } from "node:fs"
 import { EngineConfig } from "./EngineConfig.js"
 import { makePermits } from "./internal/permits.js"
@@ -72,6 +72,8 @@ const make = Effect.gen(function*() {
   const ensured = new Set<string>()
   const startedAt = yield* Clock.currentTimeMillis
   let aliveUntil = 0
+  // How long before its registration lapses an instance stops its shards (and stops planning).
+  const fenceMargin = Math.min(2 * config.rebalanceIntervalMs, config.instanceTtlMs / 2)
 
   const dropLease = (lease: ShardLease) =>
     Effect.sync(() => {
@@ -84,13 +86,18 @@ const make = Effect.gen(function*() {
       yield* FiberMap.run(runners, shardKey(lease), superviseShard(lease, permits, () => dropLease(lease)).pipe(Effect.provide(context)))
     })
 
+  // Shards being given up: still held until their drain ends, but no longer planned for.
+  const releasing = new Set<string>()
+  const drains = yield* FiberSet.make<void>()
+
   /** Stops a shard's fiber (its deliveries get the grace period), then gives the shard back. */
   const stopShard = (lease: ShardLease) =>
     Effect.gen(function*() {
+      releasing.add(shardKey(lease))
       yield* FiberMap.remove(runners, shardKey(lease))
       yield* dropLease(lease)
       yield* Effect.ignore(ownership.release(lease))
-    })
+    }).pipe(Effect.ensuring(Effect.sync(() => releasing.delete(shardKey(lease)))))
 
   const stopAll = Effect.suspend(() =>
     Effect.forEach(Array.from(leases.values()), stopShard, { concurrency: "unbounded", discard: true })
@@ -123,18 +130,25 @@ const make = Effect.gen(function*() {
     return registered.filter((instance) => reallyAlive(instance, config.instanceHost))
   })
 
-  /** One round: heartbeat, learn new namespaces, then move towards this instance's even share. */
-  const round = Effect.gen(function*() {
-    if (!(yield* heartbeat)) {
-      // The others stop counting this instance when its registration lapses, and may take its
-      // shards: stop firing them before that can happen.
-      // Two rounds before the lapse, so that the shards are stopped before anyone may claim them.
-      if ((yield* Clock.currentTimeMillis) >= aliveUntil - 2 * config.rebalanceIntervalMs && leases.size > 0) {
-        yield* Effect.logWarning("registration lapsed; stopping every shard").pipe(Effect.annotateLogs({ count: leases.size }))
-        yield* stopAll
-      }
-      return
+  /**
+   * Keeps the registration alive, on a fiber of its own so that nothing else can delay it.
+   * When it cannot be renewed, every shard is stopped shortly before the registration lapses
+   * (two rounds, or half the TTL if less), before the others may claim them.
+   */
+  const keepAlive = Effect.gen(function*() {
+    if (yield* heartbeat) return
+    if ((yield* Clock.currentTimeMillis) >= aliveUntil - fenceMargin && leases.size > 0) {
+      yield* Effect.logWarning("registration about to lapse; stopping every shard").pipe(
+        Effect.annotateLogs({ count: leases.size })
+      )
+      yield* stopAll
     }
+  })
+
+  /** One round: learn new namespaces, then move towards this instance's even share. */
+  const round = Effect.gen(function*() {
+    // Planning needs a registration that will outlive the round.
+    if ((yield* Clock.currentTimeMillis) >= aliveUntil - fenceMargin) return
     for (const namespace of yield* store.listNamespaces) {
       if (ensured.has(namespace.name)) continue
       yield* ownership.ensureShards(namespace.name, namespace.numShards)
@@ -142,11 +156,17 @@ const make = Effect.gen(function*() {
     }
     const live = (yield* otherLiveInstances).map((instance) => instance.id)
     const shards: ReadonlyArray<ShardState> = (yield* ownership.shards).filter((shard) => ensured.has(shard.namespace))
-    const plan = planAssignment({ me: config.instanceId, live, shards, held: new Set(leases.keys()) })
-    yield* Effect.forEach(plan.release, (shard) => {
+    const planned = shards.filter((shard) => !releasing.has(shardKey(shard)))
+    const held = new Set(Array.from(leases.keys()).filter((key) => !releasing.has(key)))
+    const plan = planAssignment({ me: config.instanceId, live, shards: planned, held })
+    // Drains can take up to the grace period: they run on fibers of their own, not in the round.
+    for (const shard of plan.release) {
       const lease = leases.get(shardKey(shard))
-      return lease === undefined ? Effect.void : stopShard(lease)
-    }, { concurrency: "unbounded", discard: true })
+      if (lease !== undefined && !releasing.has(shardKey(shard))) {
+        releasing.add(shardKey(shard))
+        yield* FiberSet.run(drains, stopShard(lease))
+      }
+    }
     for (const shard of plan.claim) {
       const claimed = yield* ownership.claim(shard, config.instanceId, shard.version)
       if (Option.isSome(claimed)) yield* startShard(claimed.value)
@@ -159,10 +179,15 @@ const make = Effect.gen(function*() {
   }).pipe(roundLock.withPermits(1), Effect.uninterruptible)
 
   // On shutdown: stop the rounds, stop every shard at once (each drains within the grace
-  // period), give the shards back, then leave, so the others take over at their next round.
+  // period) while still renewing the registration, give the shards back, then leave, so the
+  // others take over at their next round.
+  let roundsFiber: Fiber.RuntimeFiber<unknown> | undefined
+  let heartbeatsFiber: Fiber.RuntimeFiber<unknown> | undefined
   yield* Effect.addFinalizer(() =>
     Effect.gen(function*() {
+      if (roundsFiber !== undefined) yield* Fiber.interrupt(roundsFiber)
       yield* stopAll
+      if (heartbeatsFiber !== undefined) yield* Fiber.interrupt(heartbeatsFiber)
       yield* Effect.ignore(ownership.deregister(config.instanceId))
       yield* Effect.logInfo("released shards and left")
     })
@@ -188,12 +213,17 @@ const make = Effect.gen(function*() {
   }
   yield* round
   yield* Ref.set(ready, true)
-  const loop = yield* round.pipe(
-    Effect.catchAllCause((cause) => Effect.logWarning("shard round failed", cause)),
-    Effect.repeat(Schedule.spaced(Duration.millis(config.rebalanceIntervalMs))),
+  const every = Schedule.spaced(Duration.millis(config.rebalanceIntervalMs))
+  heartbeatsFiber = yield* keepAlive.pipe(
+    Effect.catchAllCause((cause) => Effect.logWarning("heartbeat failed", cause)),
+    Effect.repeat(every),
     Effect.fork
   )
-  yield* Effect.addFinalizer(() => Fiber.interrupt(loop))
+  roundsFiber = yield* round.pipe(
+    Effect.catchAllCause((cause) => Effect.logWarning("shard round failed", cause)),
+    Effect.repeat(every),
+    Effect.fork
+  )
   yield* Effect.logInfo("engine started").pipe(
     Effect.annotateLogs({ instanceId: config.instanceId, shards: leases.size })
   )

@@ -42,9 +42,12 @@ export const runShard = (lease: ShardLease, deliveryPermits: Permits) =>
     // Finalizers run uninterruptibly, and a timeout cannot cut an uninterruptible wait short: the wait is made interruptible.
     // Set when shutdown begins: deliveries still waiting for a permit then start no call.
     let stopping = false
+    // Completed when the shard stops: firings still waiting for a permit then leave the line.
+    const stopped = yield* Deferred.make<void>()
     yield* Effect.addFinalizer((exit) =>
       Exit.isInterrupted(exit)
         ? Effect.sync(() => (stopping = true)).pipe(
+          Effect.zipRight(Deferred.succeed(stopped, undefined)),
           Effect.zipRight(FiberSet.awaitEmpty(deliveries)),
           Effect.interruptible,
           Effect.timeoutOption(Duration.millis(config.shutdownGraceMs)),
@@ -71,9 +74,14 @@ export const runShard = (lease: ShardLease, deliveryPermits: Permits) =>
       Effect.gen(function*() {
         // After a wait for the permit, deliver the timer as it stands then, or not at all; without a
         // wait it was read just now.
-        const attempted = yield* deliveryPermits.withPermit((waited) =>
+        let started = false
+        const givenUp = Deferred.await(stopped).pipe(
+          Effect.zipRight(Effect.suspend(() => (started ? Effect.never : Effect.succeed(Option.none()))))
+        )
+        const attempted = yield* Effect.raceFirst(deliveryPermits.withPermit((waited) =>
           Effect.gen(function*() {
             if (stopping) return Option.none()
+            started = true
             const current = waited ? yield* stillArmed(due) : Option.some(due)
             if (Option.isNone(current)) return Option.none()
             const timer = current.value
@@ -81,7 +89,7 @@ export const runShard = (lease: ShardLease, deliveryPermits: Permits) =>
             const outcome = yield* delivery.deliver({ timer, attempt: timer.attempts + 1, firedAt, instanceId: lease.ownerId })
             return Option.some({ timer, firedAt, outcome })
           })
-        )
+        ), givenUp)
         if (Option.isNone(attempted)) return Number.POSITIVE_INFINITY
         const { firedAt, outcome, timer } = attempted.value
         const now = yield* Clock.currentTimeMillis
