@@ -9,6 +9,8 @@
  */
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import {
+  makeWakeupListeners,
+  type WakeupListeners,
   DEFAULT_ENGINE_SETTINGS,
   Engine,
   type EngineSettings,
@@ -73,29 +75,21 @@ export interface WakeupBus {
 }
 
 export const makeWakeupBus = (): WakeupBus => {
-  const members = new Set<Map<string, (at: number) => void>>()
+  const members = new Set<WakeupListeners>()
   let broadcasts = 0
   return {
     broadcasts: () => broadcasts,
     join: () => {
-      const listeners = new Map<string, (at: number) => void>()
+      const listeners = makeWakeupListeners()
       members.add(listeners)
       return TimerWakeups.of({
         notify: (shard, at) =>
           Effect.sync(() => {
-            const local = listeners.get(shardKey(shard))
-            if (local !== undefined) return local(at)
+            if (listeners.wake(shardKey(shard), at)) return
             broadcasts++
-            for (const member of members) member.get(shardKey(shard))?.(at)
+            for (const member of members) member.wake(shardKey(shard), at)
           }),
-        listen: (shard, onWake) =>
-          Effect.acquireRelease(
-            Effect.sync(() => listeners.set(shardKey(shard), onWake)),
-            () =>
-              Effect.sync(() => {
-                if (listeners.get(shardKey(shard)) === onWake) listeners.delete(shardKey(shard))
-              })
-          )
+        listen: listeners.listen
       })
     }
   }
@@ -130,17 +124,7 @@ export const openSharedStore: Effect.Effect<SharedStore, unknown, Scope.Scope> =
     sql,
     filename,
     bus: makeWakeupBus(),
-    shardRows: sql<{ namespace: string; shard_id: number; version: number; owner_id: string | null }>`
-      SELECT namespace, shard_id, version, owner_id FROM shards ORDER BY namespace, shard_id`.pipe(
-      Effect.map((rows) =>
-        rows.map((row) => ({
-          namespace: row.namespace,
-          shardId: Number(row.shard_id),
-          version: Number(row.version),
-          ownerId: row.owner_id ?? undefined
-        }))
-      )
-    ),
+    shardRows: Context.get(context, ShardOwnership).shards,
     instanceRows: sql<{ id: string; expires_at: number }>`SELECT id, expires_at FROM instances ORDER BY id`.pipe(
       Effect.map((rows) => rows.map((row) => ({ id: row.id, expiresAt: Number(row.expires_at) })))
     )
