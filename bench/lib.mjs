@@ -66,7 +66,9 @@ export async function startServer(env = {}, readyTimeoutMs = 30_000) {
   dirs.add(dir)
   const port = await freePort()
   const baseUrl = `http://127.0.0.1:${port}`
-  const child = spawn(process.execPath, [serverEntry], {
+  // BENCH_NODE_ARGS adds flags for the server processes' node (--cpu-prof, say).
+  const nodeArgs = (process.env.BENCH_NODE_ARGS ?? "").split(" ").filter(Boolean)
+  const child = spawn(process.execPath, [...nodeArgs, serverEntry], {
     cwd: dir,
     env: {
       PATH: process.env.PATH ?? "",

@@ -91,10 +91,13 @@ export const makeSqlStores = Effect.gen(function*() {
 
   const recordFiring = yield* makeFiringWriter({
     checkLease,
+    // "Not FIRED or FAILED" rather than "SCHEDULED": the latter lets PostgreSQL's planner pick the
+    // partial due index (its predicate) over the primary key, and on a table not yet analyzed it
+    // does, reading the whole namespace for each write.
     write: ({ firingId, key, now, update }) =>
       sql<{ id: string }>`UPDATE timers SET ${sql.update(firingColumns(update, now))}
         WHERE namespace = ${key.namespace} AND id = ${key.id}
-          AND firing_id = ${firingId} AND state = 'SCHEDULED'
+          AND firing_id = ${firingId} AND state NOT IN ('FIRED', 'FAILED')
         RETURNING id`.pipe(Effect.map((rows) => rows.length > 0)),
     transaction: sql.withTransaction
   })
