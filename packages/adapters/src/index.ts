@@ -1,6 +1,6 @@
 /**
  * @timer/adapters: implementations of the core's ports — the SQL stores
- * (SQLite now) and webhook delivery.
+ * (SQLite and PostgreSQL), wake-ups over PostgreSQL and webhook delivery.
  */
 export * from "./http/callbackResponse.js"
 export * from "./http/WebhookDelivery.js"

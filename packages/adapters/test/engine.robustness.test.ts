@@ -7,8 +7,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import { DeliveryOutcome } from "@timer/core"
 import { Effect, Fiber, Option } from "effect"
-import { open } from "./support/fakeDelivery.js"
-import { advanceTo, HOUR, idInShard, SECOND, settle, startEngine, T0 } from "./support/engineHarness.js"
+import { open, timeline } from "./support/fakeDelivery.js"
+import { advanceTo, HOUR, idInShard, MINUTE, SECOND, settle, startEngine, T0 } from "./support/engineHarness.js"
 
 const { delivered } = DeliveryOutcome
 
@@ -78,6 +78,28 @@ describe("timers changed while their delivery waits for a permit", () => {
       expect(calls.map((call) => call.request.timer.payload)).toEqual([{ v: 2 }])
       expect(calls[0]!.firingId).toBe(updated.firingId)
       expect(yield* h.row("updated")).toMatchObject({ state: "FIRED", attempts: 1, payload: { v: 2 } })
+    }))
+})
+
+describe("timers moved while in flight or waiting for a permit", () => {
+  it.scoped("fire at their new time, not at the next idle poll (their new arming was left out of the reads meanwhile)", () =>
+    Effect.gen(function*() {
+      const h = yield* startEngine({ config: { deliveryConcurrency: 1 } })
+      const blocker = h.delivery.gate("blocker")
+      yield* h.create("blocker", T0 + SECOND)
+      yield* h.create("waiting", T0 + 2 * SECOND)
+      yield* advanceTo(T0 + 2 * SECOND)
+      expect(h.delivery.calls.map((call) => call.timerId)).toEqual(["blocker"])
+
+      // "waiting" waits for the permit, "blocker" is in flight: both move a minute on.
+      yield* h.timers.update({ namespace: "default", timerId: "waiting", executeAt: T0 + MINUTE })
+      yield* h.timers.update({ namespace: "default", timerId: "blocker", executeAt: T0 + MINUTE + SECOND })
+      yield* open(blocker)
+      yield* settle
+      yield* advanceTo(T0 + HOUR)
+
+      expect(timeline(h.delivery.callsOf("waiting"))).toEqual([["waiting", T0 + MINUTE]])
+      expect(timeline(h.delivery.callsOf("blocker"))).toEqual([["blocker", T0 + SECOND], ["blocker", T0 + MINUTE + SECOND]])
     }))
 })
 

@@ -104,7 +104,7 @@ describe("wake-ups", () => {
       yield* advanceTo(T0 + SECOND)
 
       // Hold the fiber just after its next read of the store's next due time...
-      const pause = h.pauseAfterNextFireAfter()
+      const pause = h.pauseAfterNextRead()
       yield* h.create("middle", T0 + 30 * MINUTE)
       yield* settle
       expect(yield* Deferred.isDone(pause.reached)).toBe(true)

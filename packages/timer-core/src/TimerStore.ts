@@ -5,7 +5,6 @@
  */
 import { Context, type Effect, type Option } from "effect"
 import type { Namespace } from "./Namespace.js"
-import type { ShardRef } from "./ShardId.js"
 import type { ShardLease } from "./ShardOwnership.js"
 import type { TimerKey, TimerRecord, TimerState } from "./Timer.js"
 import type { NamespaceExists, ShardOwnershipLost, StoreError, TimerNotFound, TimerNotPending } from "./TimerErrors.js"
@@ -14,6 +13,17 @@ import type { NamespaceExists, ShardOwnershipLost, StoreError, TimerNotFound, Ti
 export interface TimerPage {
   readonly timers: ReadonlyArray<TimerRecord>
   readonly next: Option.Option<{ readonly executeAt: number; readonly id: string }>
+}
+
+/** What `dueTimers` read of one shard. */
+export interface DueTimers {
+  /** The due timers, oldest first. */
+  readonly timers: ReadonlyArray<TimerRecord>
+  /**
+   * The earliest nextFireAt among the shard's other SCHEDULED timers (neither
+   * returned nor excluded): at most `now` when more were due than `limit`.
+   */
+  readonly nextFireAt: Option.Option<number>
 }
 
 /** A list query over one namespace, ordered by (executeAt, id). */
@@ -80,19 +90,18 @@ export class TimerStore extends Context.Tag("@timer/TimerStore")<TimerStore, {
   readonly listTimers: (query: TimerQuery) => Effect.Effect<TimerPage, StoreError>
 
   /**
-   * The SCHEDULED timers of the lease's shard with nextFireAt <= now, oldest
-   * first, leaving out the ids in `excludeIds` (those already in flight): an
-   * index range scan of one shard. Fails with ShardOwnershipLost when the
-   * shard's version is no longer the lease's.
+   * What a shard fiber reads, in one index range scan of one shard: the
+   * SCHEDULED timers with nextFireAt <= now, oldest first, at most `limit`,
+   * leaving out the ids in `excludeIds` (those already in flight), and when
+   * the shard is next due. Fails with ShardOwnershipLost when the shard's
+   * version is no longer the lease's.
    */
   readonly dueTimers: (
     lease: ShardLease,
     now: number,
     limit: number,
     excludeIds?: ReadonlyArray<string>
-  ) => Effect.Effect<ReadonlyArray<TimerRecord>, ShardOwnershipLost | StoreError>
-  /** The earliest nextFireAt later than `after` among the shard's SCHEDULED timers. */
-  readonly nextFireAfter: (shard: ShardRef, after: number) => Effect.Effect<Option.Option<number>, StoreError>
+  ) => Effect.Effect<DueTimers, ShardOwnershipLost | StoreError>
   /**
    * Writes the outcome of one firing, in one transaction that first checks the
    * lease's version (ShardOwnershipLost on a mismatch, nothing written). Only

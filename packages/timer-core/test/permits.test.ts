@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber } from "effect"
+import { Deferred, Effect, Fiber, Option } from "effect"
 import { makePermits } from "../src/internal/permits.js"
 
 describe("permits", () => {
@@ -44,5 +44,31 @@ describe("permits", () => {
       // The single permit is back: this would hang if either fiber had kept it.
       expect(yield* permits.withPermit(() => Effect.succeed("ran"))).toBe("ran")
       expect(yield* permits.withPermit(() => Effect.succeed("again"))).toBe("again")
+    }))
+
+  it.effect("closing a line sends its waiters away at once, keeps other lines' waiters and the permits", () =>
+    Effect.gen(function*() {
+      const permits = yield* makePermits(1)
+      const closing = permits.line()
+      const staying = permits.line()
+      const gate = Deferred.unsafeMake<void>(undefined as never)
+      const holder = yield* Effect.fork(closing.withPermit(() => Deferred.await(gate).pipe(Effect.as("held"))))
+      yield* Effect.yieldNow()
+      const ran: Array<string> = []
+      const left = yield* Effect.fork(closing.withPermit(() => Effect.sync(() => ran.push("left"))))
+      const other = yield* Effect.fork(staying.withPermit((waited) => Effect.sync(() => ran.push(`other ${waited}`))))
+      yield* Effect.yieldNow()
+
+      yield* closing.close
+      // The waiter of the closed line leaves without running; the holder keeps its permit.
+      expect(yield* Fiber.join(left)).toEqual(Option.none())
+      expect(ran).toEqual([])
+      expect(yield* closing.withPermit(() => Effect.succeed("late"))).toEqual(Option.none())
+      yield* Deferred.succeed(gate, undefined)
+      expect(yield* Fiber.join(holder)).toEqual(Option.some("held"))
+      // The permit went to the other line's waiter, and is back afterwards.
+      expect(yield* Fiber.join(other)).toEqual(Option.some(1))
+      expect(ran).toEqual(["other true"])
+      expect(yield* permits.withPermit(() => Effect.succeed("free"))).toBe("free")
     }))
 })

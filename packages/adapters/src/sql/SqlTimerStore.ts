@@ -16,8 +16,9 @@ import {
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { type Cause, Clock, Context, Effect, Layer, Option } from "effect"
+import { dueRows, shardVersion, writeFiring } from "./firingStatements.js"
 import { makeFiringWriter } from "./firingWriter.js"
-import { firingColumns, fromRow, toRow, type TimerRow } from "./timerRows.js"
+import { fromRow, toRow, type TimerRow } from "./timerRows.js"
 
 interface InstanceRow {
   readonly id: string
@@ -65,16 +66,16 @@ const firstTimerOf = (rows: ReadonlyArray<TimerRow>) => Effect.map(timersOf(rows
 /** Builds both ports over the SqlClient in context; firing outcomes are group-committed by a fiber of the scope. */
 export const makeSqlStores = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
-  // Locks the shard row so that a claim cannot commit between the check and the write (PostgreSQL).
-  const lockShard = sql.onDialectOrElse({ pg: () => sql`FOR SHARE`, orElse: () => sql`` })
   // Locks a timer row between the read and the write of updateScheduled (PostgreSQL), so that
   // concurrent updates or a firing committed in between are not overwritten.
   const lockTimer = sql.onDialectOrElse({ pg: () => sql`FOR UPDATE`, orElse: () => sql`` })
 
-  /** Fails with ShardOwnershipLost unless the shard is still at the lease's version. Run inside a transaction. */
-  const checkLease = (lease: ShardLease) =>
-    sql<{ version: number | string }>`SELECT version FROM shards
-      WHERE namespace = ${lease.namespace} AND shard_id = ${lease.shardId} ${lockShard}`.pipe(
+  /**
+   * Fails with ShardOwnershipLost unless the shard is still at the lease's version. With `lock`
+   * (inside a transaction) a claim cannot commit until the transaction ends (PostgreSQL).
+   */
+  const checkLease = (lease: ShardLease, lock: boolean) =>
+    shardVersion(sql, lease, lock).pipe(
       Effect.flatMap((rows) =>
         rows.length === 1 && Number(rows[0]!.version) === lease.version
           ? Effect.void
@@ -90,15 +91,8 @@ export const makeSqlStores = Effect.gen(function*() {
     )
 
   const recordFiring = yield* makeFiringWriter({
-    checkLease,
-    // "Not FIRED or FAILED" rather than "SCHEDULED": the latter lets PostgreSQL's planner pick the
-    // partial due index (its predicate) over the primary key, and on a table not yet analyzed it
-    // does, reading the whole namespace for each write.
-    write: ({ firingId, key, now, update }) =>
-      sql<{ id: string }>`UPDATE timers SET ${sql.update(firingColumns(update, now))}
-        WHERE namespace = ${key.namespace} AND id = ${key.id}
-          AND firing_id = ${firingId} AND state NOT IN ('FIRED', 'FAILED')
-        RETURNING id`.pipe(Effect.map((rows) => rows.length > 0)),
+    checkLease: (lease) => checkLease(lease, true),
+    write: (firing) => Effect.map(writeFiring(sql, firing), (rows) => rows.length > 0),
     transaction: sql.withTransaction
   })
 
@@ -193,25 +187,18 @@ export const makeSqlStores = Effect.gen(function*() {
 
     dueTimers: (lease, now, limit, excludeIds = []) =>
       Effect.gen(function*() {
-        yield* checkLease(lease)
-        const excluding = excludeIds.length === 0 ? sql`` : sql`AND id NOT IN ${sql.in(excludeIds)}`
-        const rows = yield* sql<TimerRow>`SELECT * FROM timers
-          WHERE namespace = ${lease.namespace} AND shard_id = ${lease.shardId}
-            AND state = 'SCHEDULED' AND next_fire_at <= ${now} ${excluding}
-          ORDER BY next_fire_at LIMIT ${limit}`
-        return yield* timersOf(rows)
-      }).pipe(
-        sql.withTransaction,
-        storeError("dueTimers")
-      ),
-
-    nextFireAfter: (shard, after) =>
-      sql<{ next: number | string | null }>`SELECT MIN(next_fire_at) AS next FROM timers
-        WHERE namespace = ${shard.namespace} AND shard_id = ${shard.shardId}
-          AND state = 'SCHEDULED' AND next_fire_at > ${after}`.pipe(
-        Effect.map((rows) => Option.map(Option.fromNullable(rows[0]?.next ?? null), Number)),
-        storeError("nextFireAfter")
-      ),
+        const rows = yield* dueRows(sql, lease, limit + 1, excludeIds)
+        // Checked after the read, outside a transaction: a version only grows, so a lease
+        // current now was current while the rows were read.
+        yield* checkLease(lease, false)
+        let due = 0
+        while (due < Math.min(limit, rows.length) && Number(rows[due]!.next_fire_at) <= now) due++
+        const next = rows[due]
+        return {
+          timers: yield* timersOf(rows.slice(0, due)),
+          nextFireAt: next === undefined ? Option.none() : Option.some(Number(next.next_fire_at))
+        }
+      }).pipe(storeError("dueTimers")),
 
     recordFiring: (lease, key, firingId, update, now) => recordFiring({ lease, key, firingId, update, now }),
 

@@ -1,13 +1,13 @@
 /**
- * The store contract, what a shard fiber reads: dueTimers under a lease and
- * nextFireAfter.
+ * The store contract, what a shard fiber reads: dueTimers under a lease, and
+ * when the shard is next due.
  */
 import { describe, expect } from "@effect/vitest"
 import { type ShardLease, ShardOwnershipLost, TimerStore } from "@timer/core"
 import { Effect, Option } from "effect"
 import { type ContractTest, ids, makeTimer, NS, OTHER_NS, services, takeShard } from "./fixtures.js"
 
-/** Registers the dueTimers and nextFireAfter tests. */
+/** Registers the dueTimers tests. */
 export const dueContract = (test: ContractTest) => {
   describe("dueTimers", () => {
     const seedShards = Effect.flatMap(TimerStore, (store) =>
@@ -32,7 +32,7 @@ export const dueContract = (test: ContractTest) => {
       const lease = yield* takeShard(ownership, { namespace: NS, shardId: 0 }, "owner")
       const due = yield* store.dueTimers(lease, 300, 100)
       expect(ids(due)).toStrictEqual(["due-100", "due-200", "retry-250", "due-300"])
-      expect(due[2]).toStrictEqual(makeTimer("retry-250", { executeAt: 5_000, nextFireAt: 250, attempts: 1, firstAttemptAt: 50 }))
+      expect(due.timers[2]).toStrictEqual(makeTimer("retry-250", { executeAt: 5_000, nextFireAt: 250, attempts: 1, firstAttemptAt: 50 }))
       expect(ids(yield* store.dueTimers(lease, 299, 100))).toStrictEqual(["due-100", "due-200", "retry-250"])
       expect(ids(yield* store.dueTimers(lease, 99, 100))).toStrictEqual([])
       expect(ids(yield* store.dueTimers(lease, 1_000_000, 100)))
@@ -64,7 +64,7 @@ export const dueContract = (test: ContractTest) => {
       const other = yield* takeShard(ownership, { namespace: OTHER_NS, shardId: 0 }, "owner")
       expect(ids(yield* store.dueTimers(other, 1_000_000, 100))).toStrictEqual(["other-ns"])
       const empty = yield* takeShard(ownership, { namespace: NS, shardId: 2 }, "owner")
-      expect(yield* store.dueTimers(empty, 1_000_000, 100)).toStrictEqual([])
+      expect(yield* store.dueTimers(empty, 1_000_000, 100)).toStrictEqual({ timers: [], nextFireAt: Option.none() })
     }))
 
     test("fails with ShardOwnershipLost when the lease is stale", Effect.gen(function*() {
@@ -87,31 +87,54 @@ export const dueContract = (test: ContractTest) => {
     }))
   })
 
-  describe("nextFireAfter", () => {
-    test("is the least nextFireAt strictly after `after` among the shard's SCHEDULED timers", Effect.gen(function*() {
-      const { store } = yield* services
-      yield* store.upsertTimer(makeTimer("t300", { executeAt: 300 }))
-      yield* store.upsertTimer(makeTimer("t100", { executeAt: 100 }))
-      yield* store.upsertTimer(makeTimer("t200", { executeAt: 10, nextFireAt: 200, attempts: 1 }))
-      yield* store.upsertTimer(makeTimer("fired", { executeAt: 150, state: "FIRED", attempts: 1 }))
-      yield* store.upsertTimer(makeTimer("failed", { executeAt: 160, state: "FAILED", attempts: 1 }))
-      yield* store.upsertTimer(makeTimer("shard-1", { executeAt: 120, shardId: 1 }))
-      yield* store.upsertTimer(makeTimer("other-ns", { executeAt: 110, namespace: OTHER_NS }))
-      const shard = { namespace: NS, shardId: 0 }
-      expect(yield* store.nextFireAfter(shard, 0)).toStrictEqual(Option.some(100))
-      expect(yield* store.nextFireAfter(shard, 99)).toStrictEqual(Option.some(100))
-      expect(yield* store.nextFireAfter(shard, 100)).toStrictEqual(Option.some(200))
-      expect(yield* store.nextFireAfter(shard, 250)).toStrictEqual(Option.some(300))
-      expect(yield* store.nextFireAfter(shard, 300)).toStrictEqual(Option.none())
-      expect(yield* store.nextFireAfter({ namespace: NS, shardId: 1 }, 0)).toStrictEqual(Option.some(120))
-      expect(yield* store.nextFireAfter({ namespace: NS, shardId: 1 }, 120)).toStrictEqual(Option.none())
-      expect(yield* store.nextFireAfter({ namespace: OTHER_NS, shardId: 0 }, 0)).toStrictEqual(Option.some(110))
-      expect(yield* store.nextFireAfter({ namespace: NS, shardId: 3 }, 0)).toStrictEqual(Option.none())
+  describe("dueTimers: when the shard is next due", () => {
+    const seedNext = Effect.flatMap(TimerStore, (store) =>
+      Effect.gen(function*() {
+        yield* store.upsertTimer(makeTimer("t300", { executeAt: 300 }))
+        yield* store.upsertTimer(makeTimer("t100", { executeAt: 100 }))
+        yield* store.upsertTimer(makeTimer("t200", { executeAt: 10, nextFireAt: 200, attempts: 1 }))
+        yield* store.upsertTimer(makeTimer("fired", { executeAt: 150, state: "FIRED", attempts: 1 }))
+        yield* store.upsertTimer(makeTimer("failed", { executeAt: 160, state: "FAILED", attempts: 1 }))
+        yield* store.upsertTimer(makeTimer("shard-1", { executeAt: 120, shardId: 1 }))
+        yield* store.upsertTimer(makeTimer("other-ns", { executeAt: 110, namespace: OTHER_NS }))
+      }))
+    const nextAt = (lease: ShardLease, now: number, limit = 100, excludeIds: ReadonlyArray<string> = []) =>
+      Effect.flatMap(TimerStore, (store) => store.dueTimers(lease, now, limit, excludeIds)).pipe(
+        Effect.map((due) => due.nextFireAt)
+      )
+
+    test("is the least nextFireAt after `now` among the shard's SCHEDULED timers", Effect.gen(function*() {
+      const { ownership } = yield* services
+      yield* seedNext
+      const shard0 = yield* takeShard(ownership, { namespace: NS, shardId: 0 }, "owner")
+      expect(yield* nextAt(shard0, 0)).toStrictEqual(Option.some(100))
+      expect(yield* nextAt(shard0, 99)).toStrictEqual(Option.some(100))
+      expect(yield* nextAt(shard0, 100)).toStrictEqual(Option.some(200))
+      expect(yield* nextAt(shard0, 250)).toStrictEqual(Option.some(300))
+      expect(yield* nextAt(shard0, 300)).toStrictEqual(Option.none())
+      const shard1 = yield* takeShard(ownership, { namespace: NS, shardId: 1 }, "owner")
+      expect(yield* nextAt(shard1, 0)).toStrictEqual(Option.some(120))
+      expect(yield* nextAt(shard1, 120)).toStrictEqual(Option.none())
+      const other = yield* takeShard(ownership, { namespace: OTHER_NS, shardId: 0 }, "owner")
+      expect(yield* nextAt(other, 0)).toStrictEqual(Option.some(110))
+      const empty = yield* takeShard(ownership, { namespace: NS, shardId: 3 }, "owner")
+      expect(yield* nextAt(empty, 0)).toStrictEqual(Option.none())
     }))
 
-    test("is None for an empty store", Effect.gen(function*() {
-      const { store } = yield* services
-      expect(yield* store.nextFireAfter({ namespace: NS, shardId: 0 }, -1)).toStrictEqual(Option.none())
+    test("is the first one left behind when more are due than the limit (so at most now)", Effect.gen(function*() {
+      const { ownership } = yield* services
+      yield* seedNext
+      const shard0 = yield* takeShard(ownership, { namespace: NS, shardId: 0 }, "owner")
+      expect(yield* nextAt(shard0, 250, 1)).toStrictEqual(Option.some(200))
+      expect(yield* nextAt(shard0, 250, 2)).toStrictEqual(Option.some(300))
+    }))
+
+    test("leaves out the timers in flight", Effect.gen(function*() {
+      const { ownership } = yield* services
+      yield* seedNext
+      const shard0 = yield* takeShard(ownership, { namespace: NS, shardId: 0 }, "owner")
+      expect(yield* nextAt(shard0, 0, 100, ["t100"])).toStrictEqual(Option.some(200))
+      expect(yield* nextAt(shard0, 250, 1, ["t100"])).toStrictEqual(Option.some(300))
     }))
   })
 }

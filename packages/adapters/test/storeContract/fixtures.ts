@@ -3,7 +3,7 @@
  * write, reads of the store, and the `test` that runs a body on a fresh store.
  */
 import { it } from "@effect/vitest"
-import { Namespace, ShardOwnership, type TimerKey, type TimerQuery, type TimerRecord, TimerStore } from "@timer/core"
+import { type DueTimers, Namespace, ShardOwnership, type TimerKey, type TimerQuery, type TimerRecord, TimerStore } from "@timer/core"
 import { Effect, type Layer, Option, type Scope } from "effect"
 
 export const NS = "contract"
@@ -60,7 +60,8 @@ export const listAll = (query: Omit<TimerQuery, "limit" | "after">) =>
     Effect.map((page) => page.timers)
   )
 
-export const ids = (timers: ReadonlyArray<TimerRecord>) => timers.map((t) => t.id)
+export const ids = (timers: ReadonlyArray<TimerRecord> | DueTimers) =>
+  ("timers" in timers ? timers.timers : timers).map((t) => t.id)
 
 /** Registers one contract test, whose body runs on a store of its own. */
 export type ContractTest = <A, E>(

@@ -55,7 +55,7 @@ export interface RecordedFiring {
   readonly exit: Exit.Exit<boolean, ShardOwnershipLost | StoreError>
 }
 
-/** A one-shot pause of the shard fiber just after it has read `nextFireAfter`. */
+/** A one-shot pause of a shard fiber just after it has read `dueTimers` (the due timers and its next due time). */
 export interface Pause {
   /** Completed when the fiber has read the store and is held. */
   readonly reached: Deferred.Deferred<void>
@@ -76,8 +76,8 @@ export interface EngineHarness {
   readonly settings: EngineSettings
   /** Stops the engine as a server shutdown does (closes its layers' scope); the store stays open. */
   readonly shutdown: Effect.Effect<void>
-  /** Holds the next `nextFireAfter` call of any shard fiber after it has read the store. */
-  readonly pauseAfterNextFireAfter: () => Pause
+  /** Holds the next `dueTimers` call of any shard fiber after it has read the store. */
+  readonly pauseAfterNextRead: () => Pause
   /** Reads a timer of the default namespace from the store. */
   readonly row: (id: string) => Effect.Effect<TimerRecord, StoreError>
   /** Creates a timer in the default namespace through Timers.create. */
@@ -168,8 +168,8 @@ export const startEngine = (
     let pause: Pause | undefined
     const store = TimerStore.of({
       ...sqliteStore,
-      nextFireAfter: (shard, after) =>
-        sqliteStore.nextFireAfter(shard, after).pipe(
+      dueTimers: (lease, now, limit, excludeIds) =>
+        sqliteStore.dueTimers(lease, now, limit, excludeIds).pipe(
           Effect.tap(() => {
             const held = pause
             if (held === undefined) return Effect.void
@@ -214,7 +214,7 @@ export const startEngine = (
       firings,
       settings,
       shutdown: Scope.close(engineScope, Exit.void),
-      pauseAfterNextFireAfter: () => {
+      pauseAfterNextRead: () => {
         const held: Pause = {
           reached: Deferred.unsafeMake<void>(FiberId.none),
           release: Deferred.unsafeMake<void>(FiberId.none)

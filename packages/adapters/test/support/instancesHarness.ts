@@ -10,6 +10,7 @@
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import {
   makeWakeupListeners,
+  type DueTimers,
   type WakeupListeners,
   DEFAULT_ENGINE_SETTINGS,
   Engine,
@@ -149,7 +150,7 @@ export interface RecordedHeartbeat {
 export interface RecordedDueTimers {
   readonly lease: ShardLease
   readonly now: number
-  readonly exit: Exit.Exit<ReadonlyArray<TimerRecord>, ShardOwnershipLost | StoreError>
+  readonly exit: Exit.Exit<DueTimers, ShardOwnershipLost | StoreError>
 }
 
 /** A one-shot pause of a shard fiber just after `dueTimers` returned timers. */
@@ -219,10 +220,10 @@ export const startInstance = (
           Effect.onExit((exit) => Effect.sync(() => dueCalls.push({ lease, now, exit }))),
           Effect.tap((due) => {
             const held = duePause
-            if (held === undefined || due.length === 0) return Effect.void
+            if (held === undefined || due.timers.length === 0) return Effect.void
             if (held.shard !== undefined && shardKey(held.shard) !== shardKey(lease)) return Effect.void
             duePause = undefined
-            return Deferred.succeed(held.pause.reached, due).pipe(Effect.zipRight(Deferred.await(held.pause.release)))
+            return Deferred.succeed(held.pause.reached, due.timers).pipe(Effect.zipRight(Deferred.await(held.pause.release)))
           })
         ),
       recordFiring: (lease, key, firingId, update, now) =>

@@ -40,14 +40,14 @@ export const runShard = (lease: ShardLease, deliveryPermits: Permits) =>
     const deliveries = yield* FiberSet.make<void, never>()
     // On shutdown let in-flight deliveries finish within the grace period; on a lost shard, stop at once.
     // Finalizers run uninterruptibly, and a timeout cannot cut an uninterruptible wait short: the wait is made interruptible.
-    // Set when shutdown begins: deliveries still waiting for a permit then start no call.
+    // The shard's line for delivery permits; closed when shutdown begins, so that firings still
+    // waiting for a permit leave at once and start no call.
+    const line = deliveryPermits.line()
     let stopping = false
-    // Completed when the shard stops: firings still waiting for a permit then leave the line.
-    const stopped = yield* Deferred.make<void>()
     yield* Effect.addFinalizer((exit) =>
       Exit.isInterrupted(exit)
         ? Effect.sync(() => (stopping = true)).pipe(
-          Effect.zipRight(Deferred.succeed(stopped, undefined)),
+          Effect.zipRight(line.close),
           Effect.zipRight(FiberSet.awaitEmpty(deliveries)),
           Effect.interruptible,
           Effect.timeoutOption(Duration.millis(config.shutdownGraceMs)),
@@ -74,14 +74,8 @@ export const runShard = (lease: ShardLease, deliveryPermits: Permits) =>
       Effect.gen(function*() {
         // After a wait for the permit, deliver the timer as it stands then, or not at all; without a
         // wait it was read just now.
-        let started = false
-        const givenUp = Deferred.await(stopped).pipe(
-          Effect.zipRight(Effect.suspend(() => (started ? Effect.never : Effect.succeed(Option.none()))))
-        )
-        const attempted = yield* Effect.raceFirst(deliveryPermits.withPermit((waited) =>
+        const attempted = yield* line.withPermit((waited) =>
           Effect.gen(function*() {
-            if (stopping) return Option.none()
-            started = true
             const current = waited ? yield* stillArmed(due) : Option.some(due)
             if (Option.isNone(current)) return Option.none()
             const timer = current.value
@@ -89,8 +83,10 @@ export const runShard = (lease: ShardLease, deliveryPermits: Permits) =>
             const outcome = yield* delivery.deliver({ timer, attempt: timer.attempts + 1, firedAt, instanceId: lease.ownerId })
             return Option.some({ timer, firedAt, outcome })
           })
-        ), givenUp)
-        if (Option.isNone(attempted)) return Number.POSITIVE_INFINITY
+        ).pipe(Effect.map(Option.flatten))
+        // A timer found changed (updated, replaced, deleted) makes the shard look again: a new arming
+        // was left out of its reads while this one was in flight.
+        if (Option.isNone(attempted)) return stopping ? Number.POSITIVE_INFINITY : Number.NEGATIVE_INFINITY
         const { firedAt, outcome, timer } = attempted.value
         const now = yield* Clock.currentTimeMillis
         const random = yield* Random.next
@@ -106,7 +102,7 @@ export const runShard = (lease: ShardLease, deliveryPermits: Permits) =>
             superseded: !written
           })
         )
-        if (!written) return Number.POSITIVE_INFINITY
+        if (!written) return Number.NEGATIVE_INFINITY
         return update._tag === "RetryScheduled"
           ? update.nextFireAt
           : update._tag === "Rearmed"
@@ -148,13 +144,15 @@ export const runShard = (lease: ShardLease, deliveryPermits: Permits) =>
       const now = yield* Clock.currentTimeMillis
       const free = capacity - inFlight.size
       let full = free <= 0
+      let next = Option.none<number>()
       if (!full) {
         const due = yield* store.dueTimers(lease, now, free, Array.from(inFlight))
-        for (const timer of due) {
+        for (const timer of due.timers) {
           inFlight.add(timer.id)
           yield* FiberSet.run(deliveries, fire(timer))
         }
-        full = due.length >= free
+        full = due.timers.length >= free
+        next = due.nextFireAt
       }
       if (full) {
         // Every slot is taken and more may be due: a finished delivery wakes us.
@@ -163,7 +161,6 @@ export const runShard = (lease: ShardLease, deliveryPermits: Permits) =>
         waitingForSlot = false
         return
       }
-      const next = yield* store.nextFireAfter(lease, now)
       const wakeAt = Option.match(next, {
         onNone: () => now + config.idlePollMs,
         onSome: (at) => Math.min(at, now + config.idlePollMs)
