@@ -8,7 +8,7 @@ import { SqlClient, type Statement } from "@effect/sql"
 import { Namespace, TimerStore } from "@timer/core"
 import { Effect } from "effect"
 import { layerPgStore } from "../src/index.js"
-import { dueRows, shardVersion, writeFiring } from "../src/sql/firingStatements.js"
+import { dueRows, lockedShardVersions, writeFirings } from "../src/sql/firingStatements.js"
 import { makeTimer } from "./storeContract/fixtures.js"
 import { storeContractSuite } from "./storeContract/index.js"
 import { freshSchemaUrl, inFreshSchema } from "./support/pgSchema.js"
@@ -43,18 +43,19 @@ describe("PostgreSQL specifics", () => {
         expect(due).toMatch(/Index Scan using timers_due on timers/)
         expect(due).toMatch(/Index Cond: \(\(namespace = .*\) AND \(shard_id = 7\)\)/)
         expect(due).not.toMatch(/Seq Scan|Sort/)
-        const firing = {
+        const firings = ["s7-3", "s9-4"].map((id) => ({
           lease,
-          key: { namespace: "contract", id: "s7-3" },
+          key: { namespace: "contract", id },
           firingId: "f",
           update: { _tag: "Fired", attempts: 1, executedAt: 2_000 } as const,
           now: 2_000
-        }
-        const write = yield* explain(writeFiring(sql, firing))
+        }))
+        const write = yield* explain(writeFirings(sql, firings))
         expect(write).toMatch(/Index Scan using timers_pkey on timers/)
-        expect(write).toMatch(/Index Cond: \(\(namespace = .*\) AND \(id = .*\)\)/)
-        const version = yield* explain(shardVersion(sql, lease, true))
-        expect(version).toMatch(/Index Scan using shards_pkey on shards/)
+        expect(write).toMatch(/Index Cond: \(\(namespace = .*column1.*\) AND \(id = .*column2.*\)\)/)
+        expect(write).not.toMatch(/timers_due|Seq Scan on timers/)
+        const versions = yield* explain(lockedShardVersions(sql, [lease, { namespace: "contract", shardId: 9 }]))
+        expect(versions).toMatch(/shards_pkey/)
       })
       // A table just filled and not yet analyzed (the first minute of a busy deployment) ...
       yield* check

@@ -11,13 +11,14 @@ import {
   TimerNotFound,
   TimerNotPending,
   TimerStore,
-  type ShardLease
+  type ShardLease,
+  shardKey
 } from "@timer/core"
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { type Cause, Clock, Context, Effect, Layer, Option } from "effect"
-import { dueRows, shardVersion, writeFiring } from "./firingStatements.js"
-import { makeFiringWriter } from "./firingWriter.js"
+import { dueRows, lockedShardVersions, shardVersion, writeFirings } from "./firingStatements.js"
+import { makeFiringWriter, timerKeyOf } from "./firingWriter.js"
 import { fromRow, toRow, type TimerRow } from "./timerRows.js"
 
 interface InstanceRow {
@@ -70,12 +71,9 @@ export const makeSqlStores = Effect.gen(function*() {
   // concurrent updates or a firing committed in between are not overwritten.
   const lockTimer = sql.onDialectOrElse({ pg: () => sql`FOR UPDATE`, orElse: () => sql`` })
 
-  /**
-   * Fails with ShardOwnershipLost unless the shard is still at the lease's version. With `lock`
-   * (inside a transaction) a claim cannot commit until the transaction ends (PostgreSQL).
-   */
-  const checkLease = (lease: ShardLease, lock: boolean) =>
-    shardVersion(sql, lease, lock).pipe(
+  /** Fails with ShardOwnershipLost unless the shard is still at the lease's version. */
+  const checkLease = (lease: ShardLease) =>
+    shardVersion(sql, lease).pipe(
       Effect.flatMap((rows) =>
         rows.length === 1 && Number(rows[0]!.version) === lease.version
           ? Effect.void
@@ -91,8 +89,13 @@ export const makeSqlStores = Effect.gen(function*() {
     )
 
   const recordFiring = yield* makeFiringWriter({
-    checkLease: (lease) => checkLease(lease, true),
-    write: (firing) => Effect.map(writeFiring(sql, firing), (rows) => rows.length > 0),
+    shardVersions: (shards) =>
+      Effect.map(
+        lockedShardVersions(sql, shards),
+        (rows) => new Map(rows.map((row) => [shardKey({ namespace: row.namespace, shardId: Number(row.shard_id) }), Number(row.version)]))
+      ),
+    write: (firings) =>
+      Effect.map(writeFirings(sql, firings), (rows) => new Set(rows.map((row) => timerKeyOf(row)))),
     transaction: sql.withTransaction
   })
 
@@ -190,7 +193,7 @@ export const makeSqlStores = Effect.gen(function*() {
         const rows = yield* dueRows(sql, lease, limit + 1, excludeIds)
         // Checked after the read, outside a transaction: a version only grows, so a lease
         // current now was current while the rows were read.
-        yield* checkLease(lease, false)
+        yield* checkLease(lease)
         let due = 0
         while (due < Math.min(limit, rows.length) && Number(rows[due]!.next_fire_at) <= now) due++
         const next = rows[due]

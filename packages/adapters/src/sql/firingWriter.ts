@@ -1,10 +1,11 @@
 /**
  * Group commit of firing outcomes: every outcome waiting to be written goes
  * into one transaction, so a burst of firings costs one commit (one fsync),
- * not one each. Each outcome is still fenced by its own lease's version: a
- * stale lease fails only the outcomes written under it.
+ * not one each, and outcomes of one kind are written by one statement. Each
+ * outcome is still fenced by its own lease's version, read under a share lock
+ * in the same transaction: a stale lease fails only the outcomes written under it.
  */
-import { type FiringUpdate, type ShardLease, ShardOwnershipLost, StoreError, type TimerKey } from "@timer/core"
+import { type FiringUpdate, type ShardLease, shardKey, ShardOwnershipLost, type ShardRef, StoreError, type TimerKey } from "@timer/core"
 import { Deferred, Effect, Exit, Queue, type Scope } from "effect"
 
 /** One outcome to write. */
@@ -16,20 +17,21 @@ export interface PendingFiring {
   readonly now: number
 }
 
-/** What the writer needs from the database. */
+/** What the writer needs from the database; all of it runs in one transaction. */
 export interface FiringWriterOps<E> {
-  /** Fails when the shard is no longer at the lease's version. */
-  readonly checkLease: (lease: ShardLease) => Effect.Effect<void, ShardOwnershipLost | E>
-  /** Writes one outcome; true when the arming that fired was still there. */
-  readonly write: (firing: PendingFiring) => Effect.Effect<boolean, E>
+  /** The current versions of these shards, locked until the transaction ends (by shardKey). */
+  readonly shardVersions: (shards: ReadonlyArray<ShardRef>) => Effect.Effect<ReadonlyMap<string, number>, E>
+  /** Writes outcomes of one kind on distinct timers; returns the keys (timerKeyOf) of those whose arming was still there. */
+  readonly write: (firings: ReadonlyArray<PendingFiring>) => Effect.Effect<ReadonlySet<string>, E>
   /** Runs the batch in one transaction. */
   readonly transaction: <A, E2>(effect: Effect.Effect<A, E2>) => Effect.Effect<A, E2 | E>
 }
 
+/** A timer's key as one string. */
+export const timerKeyOf = (key: TimerKey) => `${key.namespace}\u0000${key.id}`
+
 /** The largest number of outcomes written in one transaction. */
 const MAX_BATCH = 256
-
-const leaseKey = (lease: ShardLease) => `${lease.namespace}/${lease.shardId}@${lease.version}`
 
 /** Resumes after one turn of Node's event loop (real time, whatever the Clock service). */
 const nextEventLoopTurn = Effect.async<void>((resume) => {
@@ -61,20 +63,35 @@ export const makeFiringWriter = <E>(ops: FiringWriterOps<E>): Effect.Effect<
 
     const writeBatch = (entries: ReadonlyArray<Entry>) =>
       Effect.gen(function*() {
-        const lost = new Map<string, ShardOwnershipLost>()
-        for (const { firing } of entries) {
-          const key = leaseKey(firing.lease)
-          if (lost.has(key)) continue
-          const checked = yield* Effect.either(ops.checkLease(firing.lease))
-          if (checked._tag === "Left") {
-            if (!(checked.left instanceof ShardOwnershipLost)) return yield* Effect.fail(checked.left)
-            lost.set(key, checked.left)
+        const shards = new Map(entries.map(({ firing: { lease } }) => [shardKey(lease), lease as ShardRef]))
+        const versions = yield* ops.shardVersions(Array.from(shards.values()))
+        const lost = (lease: ShardLease) =>
+          versions.get(shardKey(lease)) === lease.version
+            ? undefined
+            : new ShardOwnershipLost({ namespace: lease.namespace, shardId: lease.shardId, heldVersion: lease.version })
+        const results = new Array<Exit.Exit<boolean, ShardOwnershipLost>>(entries.length)
+        // One statement per kind of outcome and round: a timer twice in a batch waits for the next round.
+        let pending = entries.map((entry, index) => ({ firing: entry.firing, index }))
+        while (pending.length > 0) {
+          const round = new Map<string, { firing: PendingFiring; index: number }>()
+          const later: typeof pending = []
+          for (const item of pending) {
+            const error = lost(item.firing.lease)
+            if (error !== undefined) results[item.index] = Exit.fail(error)
+            else if (round.has(timerKeyOf(item.firing.key))) later.push(item)
+            else round.set(timerKeyOf(item.firing.key), item)
           }
-        }
-        const results: Array<Exit.Exit<boolean, ShardOwnershipLost>> = []
-        for (const { firing } of entries) {
-          const error = lost.get(leaseKey(firing.lease))
-          results.push(error === undefined ? Exit.succeed(yield* ops.write(firing)) : Exit.fail(error))
+          const byKind = new Map<string, Array<{ firing: PendingFiring; index: number }>>()
+          for (const item of round.values()) {
+            const kind = byKind.get(item.firing.update._tag)
+            if (kind === undefined) byKind.set(item.firing.update._tag, [item])
+            else kind.push(item)
+          }
+          for (const items of byKind.values()) {
+            const written = yield* ops.write(items.map((item) => item.firing))
+            for (const item of items) results[item.index] = Exit.succeed(written.has(timerKeyOf(item.firing.key)))
+          }
+          pending = later
         }
         return results
       }).pipe(ops.transaction)

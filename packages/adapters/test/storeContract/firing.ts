@@ -174,5 +174,29 @@ export const firingContract = (test: ContractTest) => {
       for (const t of lost) expect((yield* mustGet(t)).state).toBe("SCHEDULED")
       for (const [i, t] of kept.entries()) expect((yield* mustGet(t)).state).toBe(i % 2 === 0 ? "FIRED" : "SCHEDULED")
     }))
+
+    test("concurrent outcomes of every kind, one timer twice, are each written as applyFiringUpdate describes", Effect.gen(function*() {
+      const { lease, store } = yield* setup
+      const timers = updates.map((_, i) => makeTimer(`kind-${i}`, { executeAt: 1_000, payload: { i } }))
+      const twice = makeTimer("twice", { executeAt: 1_000 })
+      for (const timer of [...timers, twice]) yield* store.upsertTimer(timer)
+      const before = yield* Effect.forEach([...timers, twice], mustGet)
+      const retry: FiringUpdate = { _tag: "RetryScheduled", attempts: 1, nextFireAt: 1_600, firstAttemptAt: 1_500, lastError: "HTTP 503" }
+      const fired: FiringUpdate = { _tag: "Fired", attempts: 2, executedAt: 1_600 }
+      const results = yield* Effect.all(
+        [
+          ...timers.map((t, i) => store.recordFiring(lease, t, t.firingId, updates[i]!, 1_500)),
+          // Queued together, so written in one batch: the second waits for the first.
+          store.recordFiring(lease, twice, twice.firingId, retry, 1_500),
+          store.recordFiring(lease, twice, twice.firingId, fired, 1_600)
+        ],
+        { concurrency: "unbounded" }
+      )
+      expect(results).toStrictEqual([true, true, true, true, true, true])
+      for (const [i, t] of timers.entries()) {
+        expect(yield* mustGet(t)).toStrictEqual(applyFiringUpdate(before[i]!, updates[i]!, 1_500))
+      }
+      expect(yield* mustGet(twice)).toStrictEqual(applyFiringUpdate(applyFiringUpdate(before[4]!, retry, 1_500), fired, 1_600))
+    }))
   })
 }
