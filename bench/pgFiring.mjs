@@ -2,10 +2,12 @@
 // scripts/bench.sh after the build, or alone: `node bench/pgFiring.mjs`).
 // For each instance count: a fresh schema on TIMER_TEST_PG_URL (default the local
 // server, database "test"), the instances started on it, a namespace of 64 shards
-// spread over them, BENCH_PG_FIRE timers (default 6000) created through all of them
+// spread over them, BENCH_PG_FIRE timers (default 8000) created through all of them
 // and due at one instant; then fires per second (distinct timers over the span from
 // the due instant to the last first call) at a local webhook receiver.
-// BENCH_PG_INSTANCES (default "1,3") picks the counts. Prints a table; writes
+// BENCH_PG_INSTANCES (default "1,3") picks the counts; BENCH_PG_OPTIONS adds server settings
+// to the instances' connections (-c ...), BENCH_PG_KEEP_SCHEMA keeps each schema for a look
+// afterwards, BENCH_NODE_ARGS adds node flags to the instances. Prints a table; writes
 // .bench/pg-firing.json. Every wait is bounded.
 import { mkdirSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
@@ -14,7 +16,7 @@ import { join } from "node:path"
 import { cleanup, percentiles, repoRoot, runPool, sleep, startReceiver, startServer } from "./lib.mjs"
 
 const PG_URL = process.env.TIMER_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test"
-const N = Number(process.env.BENCH_PG_FIRE ?? 6000)
+const N = Number(process.env.BENCH_PG_FIRE ?? 8000)
 const COUNTS = (process.env.BENCH_PG_INSTANCES ?? "1,3").split(",").map(Number)
 const SHARDS = 64
 const LIMIT_MS = 120_000

@@ -7,8 +7,8 @@
  *    id) started: every timer fires with its payload, repeats come only from
  *    the killed instance's firings in flight, and no shard is fired by two
  *    owners at once (checked against the shards table, polled throughout).
- *    1000 timers a second is more than three instances fire on a 2-core
- *    machine (about 600/s): the lag is reported, not bounded.
+ *    Three instances fire about 1400 timers a second on a 2-core machine
+ *    (bench/pgFiring.mjs); the lag is reported, not bounded.
  *    E2E_MULTI_TIMERS / E2E_MULTI_WINDOW_MS change the load.
  * 2. Rolling restart: each of three instances in turn stopped with SIGTERM
  *    and started again under the same id while timers fire: nothing lost,
@@ -142,14 +142,11 @@ afterAll(async () => {
 
 describe("many instances on PostgreSQL", () => {
   it("fires every timer across a SIGKILL of one of three instances and a fresh one joining, never by two owners at once", async (ctx) => {
-    // The issue asks for 20,000 timers due over 20 s. Three instances on one PostgreSQL fire only
-    // about 280 timers a second in all on a 2-core machine today (PostgreSQL takes most of the CPU),
-    // so 20,000 in 20 s becomes a backlog of tens of seconds that outlasts the test's bounds. Until
-    // the firing path is faster, CI runs 4,000 (200 a second); E2E_MULTI_TIMERS=20000 runs the full
-    // load, and E2E_MULTI_WINDOW_MS changes the window. Should a slow machine predict more than
-    // MAX_CREATE_MS of creation, the count is scaled down to fit (and reported as such).
-    const TARGET_N = Number(process.env.E2E_MULTI_TIMERS ?? 4_000)
-    const MAX_CREATE_MS = 60_000
+    // 20,000 timers due over 20 s, as the issue asks (E2E_MULTI_TIMERS and E2E_MULTI_WINDOW_MS change
+    // the load). Should a slow machine predict more than MAX_CREATE_MS of creation, the count is
+    // scaled down to fit (and reported as such).
+    const TARGET_N = Number(process.env.E2E_MULTI_TIMERS ?? 20_000)
+    const MAX_CREATE_MS = 90_000
     const WINDOW_MS = Number(process.env.E2E_MULTI_WINDOW_MS ?? 20_000)
     const KILLED = "i2"
     const loadAtStart = load()
@@ -301,15 +298,16 @@ describe("many instances on PostgreSQL", () => {
     expect(badRepeats.slice(0, 20), "repeats not explained by the kill").toEqual([])
     expect(duplicateTimers).toBeLessThanOrEqual(SHARD_CONCURRENCY * killedShardsAll)
     expect(lag.min, "a timer fired before its executeAt").toBeGreaterThanOrEqual(-1)
-    // No bound on the lag here: 1000 timers a second is more than three instances fire on a 2-core
-    // machine (about 600/s), so the lag measures the backlog; the bounded wait above catches a stall.
+    // The lag is reported, not bounded (this machine's other work shows in it); the bounded wait above
+    // catches a stall. The issue's bound on failover is: a killed instance's shards fire again within 10 s.
+    expect(summary.kill.killToKilledShardsFiringAgainMs ?? Number.POSITIVE_INFINITY, "the killed instance's shards did not fire again within 10 s").toBeLessThan(10_000)
     expect(rebalancedMs, "the shards were not spread over the three live instances within 20 s").toBeDefined()
     expect(summary.kill.perShardClaimedElsewhereMs.never, "killed shards never claimed by another instance").toBe(0)
     expect(planned.size).toBe(N)
   }, 240_000)
 
   it("loses and repeats nothing through a rolling restart with SIGTERM, handing shards over within about a second", async (ctx) => {
-    // 200 timers a second: about a third of what three instances fire on a 2-core machine, so that the
+    // 200 timers a second: well under what three instances fire on a 2-core machine, so that the
     // handoffs, not an overload, are what is tested.
     const N = 3_000
     const WINDOW_MS = 15_000

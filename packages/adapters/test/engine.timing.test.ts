@@ -97,6 +97,22 @@ describe("wake-ups", () => {
       ])
     }))
 
+  it.scoped("timers due beyond the idle poll send no wake-up and still fire at their own time", () =>
+    Effect.gen(function*() {
+      const h = yield* startEngine({ config: { idlePollMs: MINUTE } })
+      yield* advanceTo(T0 + 10 * SECOND)
+      yield* h.create("beyond", T0 + 10 * SECOND + MINUTE + 1)
+      yield* h.create("within", T0 + 10 * SECOND + MINUTE)
+      yield* h.timers.update({ namespace: "default", timerId: "within", executeAt: T0 + HOUR })
+      expect(h.notified.map((notice) => notice.at)).toEqual([T0 + 10 * SECOND + MINUTE])
+
+      yield* advanceTo(T0 + 2 * HOUR)
+      expect(timeline(h.delivery.calls)).toEqual([
+        ["beyond", T0 + 10 * SECOND + MINUTE + 1],
+        ["within", T0 + HOUR]
+      ])
+    }))
+
   it.scoped("a wake-up that arrives after the fiber read the store but before it sleeps is not lost", () =>
     Effect.gen(function*() {
       const h = yield* startEngine({ config: { idlePollMs: 10 * HOUR } })

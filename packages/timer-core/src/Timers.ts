@@ -126,8 +126,10 @@ const make = Effect.gen(function*() {
         : Effect.void
     })
 
-  const wake = (timer: TimerRecord) =>
-    timer.state === "SCHEDULED"
+  // A shard's fiber looks at the store at least every idlePollMs, so a timer due later than that
+  // from now is found without a wake-up (which costs a NOTIFY across instances).
+  const wake = (timer: TimerRecord, now: number) =>
+    timer.state === "SCHEDULED" && timer.nextFireAt <= now + config.idlePollMs
       ? wakeups.notify({ namespace: timer.namespace, shardId: timer.shardId }, timer.nextFireAt)
       : Effect.void
 
@@ -160,7 +162,7 @@ const make = Effect.gen(function*() {
       updatedAt: now
     }
     const stored = yield* store.upsertTimer(record)
-    yield* wake(stored)
+    yield* wake(stored, now)
     return stored
   })
 
@@ -185,7 +187,7 @@ const make = Effect.gen(function*() {
         updatedAt: now
       }
     })
-    yield* wake(stored)
+    yield* wake(stored, now)
     return stored
   })
 

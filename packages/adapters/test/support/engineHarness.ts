@@ -11,6 +11,7 @@ import {
   type FiringUpdate,
   Namespace,
   type ShardLease,
+  type ShardRef,
   type ShardOwnershipLost,
   shardIdOf,
   type StoreError,
@@ -67,6 +68,8 @@ export interface EngineHarness {
   readonly timers: Context.Tag.Service<Timers>
   readonly engine: Context.Tag.Service<Engine>
   readonly wakeups: Context.Tag.Service<TimerWakeups>
+  /** Every wake-up notice sent, in order. */
+  readonly notified: ReadonlyArray<{ readonly shard: ShardRef; readonly at: number }>
   /** The store the engine uses: the SQLite store with recordFiring recorded. */
   readonly store: Context.Tag.Service<TimerStore>
   /** The SQLite database underneath, for direct statements. */
@@ -191,9 +194,19 @@ export const startEngine = (
     }
 
     const engine = Engine.layer.pipe(Layer.provide(Layer.succeed(TimerDelivery, delivery.service)))
+    const notified: Array<{ readonly shard: ShardRef; readonly at: number }> = []
+    // In-process wake-ups, each notice recorded.
+    const recordedWakeups = Layer.effect(
+      TimerWakeups,
+      Effect.map(TimerWakeups, (inner) =>
+        TimerWakeups.of({
+          ...inner,
+          notify: (shard, at) => Effect.zipRight(Effect.sync(() => notified.push({ shard, at })), inner.notify(shard, at))
+        }))
+    ).pipe(Layer.provide(TimerWakeups.layer))
     const core = Timers.layer.pipe(
       Layer.provideMerge(engine),
-      Layer.provideMerge(TimerWakeups.layer),
+      Layer.provideMerge(recordedWakeups),
       Layer.provideMerge(Layer.succeed(EngineConfig, settings)),
       Layer.provideMerge(Layer.succeedContext(Context.add(storeContext, TimerStore, store)))
     )
@@ -208,6 +221,7 @@ export const startEngine = (
       timers,
       engine: Context.get(context, Engine),
       wakeups: Context.get(context, TimerWakeups),
+      notified,
       store,
       sql,
       delivery,
