@@ -11,7 +11,8 @@ import { afterAll, afterEach, describe, expect, it } from "vitest"
 import type { Receiver, WebhookCall } from "./support/receiver.js"
 import { restartRuns } from "./support/restartRun.js"
 import { killAllServers, type ServerHandle } from "./support/server.js"
-import { formatPercentiles, listAllTimers, percentiles, runPool, writeReport } from "./support/util.js"
+import { formatPercentiles, listAllTimers, percentiles, writeReport } from "./support/util.js"
+import { createPlanned, plan, type Planned } from "./support/plannedTimers.js"
 
 const NAMESPACE = "default"
 /**
@@ -24,46 +25,9 @@ const MAX_UNRECORDED = 16 * 32
 /** Well under TIMER_IDLE_POLL (30 s): a lost wake-up shows as a lag near 30 s. */
 const STALL_MS = 15_000
 
-interface Planned {
-  readonly id: string
-  readonly executeAtMs: number
-  readonly executeAt: string
-  readonly payload: unknown
-  /** When the create call returned, epoch ms. */
-  createdAt: number
-}
-
-const plan = (count: number, prefix: string, start: number, windowMs: number): Array<Planned> =>
-  Array.from({ length: count }, (_, i) => {
-    const executeAtMs = start + Math.floor((i * windowMs) / count)
-    return {
-      id: `${prefix}-${String(i).padStart(5, "0")}`,
-      executeAtMs,
-      executeAt: new Date(executeAtMs).toISOString(),
-      // Distinct, nested, with a string that needs escaping: it must come back byte for byte equal.
-      payload: { index: i, tag: `${prefix}/${i}`, nested: { odd: i % 2 === 1, list: [i, `é"${i}\n`] } },
-      createdAt: 0
-    }
-  })
-
-const createAll = async (server: ServerHandle, timers: Array<Planned>, callbackUrl: string, deadlineMs: number) =>
-  runPool(
-    timers.length,
-    32,
-    async (i) => {
-      const t = timers[i]!
-      const response = await server.post("/api/v1/timers/create", {
-        namespace: NAMESPACE,
-        id: t.id,
-        executeAt: t.executeAt,
-        callbackUrl,
-        payload: t.payload
-      })
-      if (response.status !== 200) throw new Error(`create ${t.id}: HTTP ${response.status} ${response.text}`)
-      t.createdAt = Date.now()
-    },
-    deadlineMs
-  )
+/** Creates the timers through `server`. */
+const createAll = (server: ServerHandle, timers: Array<Planned>, callbackUrl: string, deadlineMs: number) =>
+  createPlanned(timers, { servers: [server], namespace: NAMESPACE, callbackUrl, concurrency: 32, deadlineMs })
 
 /** Checks every call against the plan; returns the calls per timer. */
 const checkCalls = (receiver: Receiver, timers: ReadonlyArray<Planned>) => {

@@ -32,13 +32,12 @@ import {
   NAMESPACE,
   NUM_SHARDS,
   perSecond,
-  plan,
-  type Planned,
   SHARD_CONCURRENCY,
   shardsHeldBy,
   warmUp
 } from "./support/multiScenario.js"
 import { shardOf, waitBalanced } from "./support/ownership.js"
+import { plan, type Planned } from "./support/plannedTimers.js"
 import { sleep } from "./support/server.js"
 import { formatPercentiles } from "./support/util.js"
 

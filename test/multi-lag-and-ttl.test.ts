@@ -20,12 +20,12 @@ import {
   firstDeliveryElsewhere,
   NAMESPACE,
   NUM_SHARDS,
-  plan,
   SHARD_CONCURRENCY,
   shardsHeldBy,
   warmUp
 } from "./support/multiScenario.js"
 import { shardOf, waitBalanced } from "./support/ownership.js"
+import { plan } from "./support/plannedTimers.js"
 import { sleep } from "./support/server.js"
 import { formatPercentiles, percentiles } from "./support/util.js"
 

@@ -18,12 +18,12 @@ import {
   firstDeliveryElsewhere,
   NAMESPACE,
   NUM_SHARDS,
-  plan,
   shardsHeldBy,
   STALL_MS,
   warmUp
 } from "./support/multiScenario.js"
 import { shardOf, waitBalanced } from "./support/ownership.js"
+import { plan } from "./support/plannedTimers.js"
 import { sleep } from "./support/server.js"
 import { formatPercentiles } from "./support/util.js"
 

@@ -1,5 +1,5 @@
 /**
- * The scenarios of test/multi-instance.test.ts: the timers they plan and create, and the checks
+ * The scenarios of test/multi-*.test.ts: the timers they create, and the checks
  * they make of the webhook calls and of shard ownership.
  */
 import { expect } from "vitest"
@@ -12,7 +12,8 @@ import {
 } from "./ownership.js"
 import type { WebhookCall } from "./receiver.js"
 import type { ServerHandle } from "./server.js"
-import { listAllTimers, percentiles, runPool } from "./util.js"
+import { createPlanned, plan, type Planned } from "./plannedTimers.js"
+import { listAllTimers, percentiles } from "./util.js"
 
 /** The namespace under test, created through the API with 64 shards. */
 export const NAMESPACE = "multi"
@@ -29,48 +30,15 @@ export const DELIVERY_CONCURRENCY = 256
 /** Well under TIMER_IDLE_POLL (30 s): a lost wake-up shows as a lag near 30 s. */
 export const STALL_MS = 15_000
 
-export interface Planned {
-  readonly id: string
-  readonly executeAtMs: number
-  readonly executeAt: string
-  readonly payload: unknown
-  createdAt: number
-}
-
-export const plan = (count: number, prefix: string, start: number, windowMs: number): Array<Planned> =>
-  Array.from({ length: count }, (_, i) => {
-    const executeAtMs = start + Math.floor((i * windowMs) / count)
-    return {
-      id: `${prefix}-${String(i).padStart(5, "0")}`,
-      executeAtMs,
-      executeAt: new Date(executeAtMs).toISOString(),
-      payload: { index: i, tag: `${prefix}/${i}`, nested: { odd: i % 2 === 1, list: [i, `é"${i}\n`] } },
-      createdAt: 0
-    }
-  })
-
-/** Creates the timers round-robin through `servers`, with bounded concurrency. */
-export const createAll = async (servers: ReadonlyArray<ServerHandle>, timers: Array<Planned>, callbackUrl: string, deadlineMs: number) => {
-  const start = Date.now()
-  await runPool(
-    timers.length,
-    CREATE_CONCURRENCY_PER_INSTANCE * servers.length,
-    async (i) => {
-      const t = timers[i]!
-      const response = await servers[i % servers.length]!.post("/api/v1/timers/create", {
-        namespace: NAMESPACE,
-        id: t.id,
-        executeAt: t.executeAt,
-        callbackUrl,
-        payload: t.payload
-      })
-      if (response.status !== 200) throw new Error(`create ${t.id}: HTTP ${response.status} ${response.text}`)
-      t.createdAt = Date.now()
-    },
+/** Creates the timers round-robin through `servers`, with bounded concurrency; returns how long it took, in ms. */
+export const createAll = (servers: ReadonlyArray<ServerHandle>, timers: Array<Planned>, callbackUrl: string, deadlineMs: number) =>
+  createPlanned(timers, {
+    servers,
+    namespace: NAMESPACE,
+    callbackUrl,
+    concurrency: CREATE_CONCURRENCY_PER_INSTANCE * servers.length,
     deadlineMs
-  )
-  return Date.now() - start
-}
+  })
 
 /**
  * Creates per second through `servers`, measured on a second batch of `count`
