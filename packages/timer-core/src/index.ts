@@ -1,6 +1,7 @@
 /**
  * @timer/core: the timer model, its schemas, the ports (store, ownership,
- * delivery) and the firing engine. It imports no adapter.
+ * delivery) and the firing engine, and the broker contract (envelopes, command
+ * decoding) that the broker adapters share. It imports no adapter.
  */
 export * from "./DurationString.js"
 export * from "./Engine.js"
@@ -20,3 +21,5 @@ export * from "./Timers.js"
 export * from "./TimerStore.js"
 export * from "./TimerWakeups.js"
 export * from "./Timestamp.js"
+export * from "./broker/CommandDecoding.js"
+export * from "./broker/Envelope.js"
