@@ -82,6 +82,6 @@ describe("PostgreSQL specifics", () => {
         const sql = yield* SqlClient.SqlClient
         return yield* sql<{ migration_id: number }>`SELECT migration_id FROM effect_sql_migrations`
       }).pipe(Effect.provide(layerPgStore({ url, maxConnections: 1 })))
-      expect(migrations.map((row) => Number(row.migration_id)).sort()).toEqual([1, 2])
+      expect(migrations.map((row) => Number(row.migration_id)).sort()).toEqual([1, 2, 3])
     }))
 })

@@ -3,7 +3,7 @@
  * what only SQLite has — WAL mode, the query plan of the due scan, migrations.
  */
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Statement } from "@effect/sql"
+import { Migrator, Statement } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { Namespace, ShardOwnership, TimerStore } from "@timer/core"
 import { Context, Effect, Layer, Option } from "effect"
@@ -11,7 +11,7 @@ import { randomUUID } from "node:crypto"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { layerSqliteStore } from "../src/index.js"
+import { layerSqliteStore, sqliteMigrations } from "../src/index.js"
 import { makeTimer, takeShard } from "./storeContract/fixtures.js"
 import { storeContractSuite } from "./storeContract/index.js"
 
@@ -143,13 +143,45 @@ describe("SQLite store", () => {
           const migrations = yield* sql.unsafe<{ migration_id: number; name: string }>(
             "SELECT migration_id, name FROM effect_sql_migrations ORDER BY migration_id"
           )
-          expect(migrations.map((m) => [Number(m.migration_id), m.name])).toStrictEqual([[1, "create_timers"], [2, "create_instances"]])
+          expect(migrations.map((m) => [Number(m.migration_id), m.name])).toStrictEqual([[1, "create_timers"], [2, "create_instances"], [3, "timer_targets"]])
           const indexes = yield* sql.unsafe<{ name: string }>(
             "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'timers' AND sql IS NOT NULL ORDER BY name"
           )
           expect(indexes.map((i) => i.name)).toStrictEqual(["timers_by_execute_at", "timers_due", "timers_finished"])
         }))
       }
+    }))
+
+  it.effect("migration 3 keeps the timers of a file made before it, and holds every timer to one target", () =>
+    Effect.gen(function*() {
+      const filename = freshFile()
+      const { "3_timer_targets": _three, ...before } = sqliteMigrations
+      yield* Effect.gen(function*() {
+        const sql = yield* SqliteClient.SqliteClient
+        yield* sql`INSERT INTO timers (namespace, id, shard_id, execute_at, next_fire_at, callback_url, payload, retry_policy,
+            callback_timeout_seconds, state, attempts, firing_id, first_attempt_at, created_at, updated_at, executed_at, last_error)
+          VALUES ('contract', 'old', 0, 1000, 1000, 'http://127.0.0.1/old', '{"n":1}', NULL, 10, 'SCHEDULED', 0, 'f-old', NULL, 5, 5, NULL, NULL)`
+      }).pipe(
+        Effect.provide(Layer.effectDiscard(Migrator.make({})({ loader: Migrator.fromRecord(before) })).pipe(
+          Layer.provideMerge(SqliteClient.layer({ filename }))
+        ))
+      )
+      yield* Effect.gen(function*() {
+        const store = yield* TimerStore
+        const sql = yield* SqliteClient.SqliteClient
+        expect(yield* store.getTimer({ namespace: "contract", id: "old" })).toStrictEqual(Option.some(makeTimer("old", {
+          executeAt: 1000,
+          callbackUrl: "http://127.0.0.1/old",
+          payload: { n: 1 },
+          firingId: "f-old",
+          createdAt: 5,
+          updatedAt: 5
+        })))
+        const neither = yield* Effect.flip(sql`UPDATE timers SET callback_url = NULL WHERE id = 'old'`)
+        expect(String(neither.cause)).toMatch(/CHECK constraint failed/)
+        const both = yield* Effect.flip(sql`UPDATE timers SET nats_subject = 'a.b' WHERE id = 'old'`)
+        expect(String(both.cause)).toMatch(/CHECK constraint failed/)
+      }).pipe(Effect.provide(layerSqliteStore({ filename })))
     }))
 
   it.scoped("two stores opened on the same file at once see each other's writes", () =>

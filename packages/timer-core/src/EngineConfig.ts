@@ -39,6 +39,8 @@ export interface EngineSettings {
   readonly rebalanceIntervalMs: number
   /** The store serves one instance only (SQLite): refuse to start while another one is alive. */
   readonly exclusive: boolean
+  /** A NATS connection delivers timers that name a natsSubject; without one such timers are refused. */
+  readonly natsEnabled: boolean
 }
 
 /** The defaults of every setting. */
@@ -56,7 +58,8 @@ export const DEFAULT_ENGINE_SETTINGS: EngineSettings = {
   defaultNamespaceShards: 16,
   instanceTtlMs: 5_000,
   rebalanceIntervalMs: 500,
-  exclusive: false
+  exclusive: false,
+  natsEnabled: false
 }
 
 /** The engine's settings as a service. */

@@ -1,5 +1,6 @@
 /**
- * The timer: what to call, when, with what, and where it stands.
+ * The timer: what to call (a webhook, or a NATS subject to publish to), when,
+ * with what, and where it stands.
  */
 import { Schema } from "effect"
 import { NamespaceName } from "./Namespace.js"
@@ -26,6 +27,25 @@ export const CallbackUrl = Schema.String.pipe(
   Schema.annotations({ identifier: "CallbackUrl", description: "Absolute http or https URL, at most 2048 characters" })
 )
 
+const NATS_SUBJECT = /^[^\s.*>]+(\.[^\s.*>]+)*$/
+
+/** A NATS subject a timer's event is published to: dot-separated tokens, no wildcards or spaces, at most 255 characters. */
+export const NatsSubject = Schema.String.pipe(
+  Schema.maxLength(255, { message: () => "must be at most 255 characters" }),
+  Schema.filter((text) => NATS_SUBJECT.test(text), {
+    message: () => "must be a NATS subject: dot-separated tokens without spaces or wildcards (* >), such as \"orders.reminders\""
+  }),
+  Schema.annotations({ identifier: "NatsSubject", description: "NATS subject to publish the firing to, such as \"orders.reminders\"" })
+)
+
+/** The command that armed a timer made from a broker command (ScheduleTimer), as the API shows it. */
+export const TimerOrigin = Schema.Struct({
+  tenantId: Schema.String,
+  serviceCallId: Schema.String,
+  commandId: Schema.String.annotations({ description: "The id of the ScheduleTimer envelope that armed the timer last" }),
+  correlationId: Schema.optional(Schema.String)
+}).annotations({ identifier: "TimerOrigin", description: "Set on timers made by a ScheduleTimer command" })
+
 /** Seconds a webhook call may take before it counts as a failed attempt: 1 to 60. */
 export const CallbackTimeoutSeconds = Schema.Number.pipe(
   Schema.int({ message: () => "must be an integer" }),
@@ -45,12 +65,14 @@ export type TimerState = typeof TimerState.Type
 /** Any JSON value, carried to the callback unchanged. */
 export const Payload = Schema.Unknown.annotations({ identifier: "Payload", description: "Any JSON value" })
 
-/** A timer as the API returns it. */
+/** A timer as the API returns it: it has either a callbackUrl (a webhook) or a natsSubject. */
 export const Timer = Schema.Struct({
   id: TimerId,
   namespace: NamespaceName,
   executeAt: Timestamp,
-  callbackUrl: CallbackUrl,
+  callbackUrl: Schema.optional(CallbackUrl),
+  natsSubject: Schema.optional(NatsSubject),
+  origin: Schema.optional(TimerOrigin),
   payload: Schema.optional(Payload),
   retryPolicy: Schema.optional(RetryPolicy),
   callbackTimeoutSeconds: CallbackTimeoutSeconds,

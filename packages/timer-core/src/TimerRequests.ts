@@ -4,19 +4,32 @@
 import { Schema } from "effect"
 import { NamespaceName, NumShards } from "./Namespace.js"
 import { RetryPolicy } from "./RetryPolicy.js"
-import { CallbackTimeoutSeconds, CallbackUrl, Payload, TimerId, TimerState } from "./Timer.js"
+import { CallbackTimeoutSeconds, CallbackUrl, NatsSubject, Payload, TimerId, TimerState } from "./Timer.js"
 import { Timestamp } from "./Timestamp.js"
 
-/** Create a timer, or replace the one with the same id (an upsert). */
+/** A target names at most one of callbackUrl and natsSubject; `required`: at least one. */
+const oneTarget = (required: boolean) =>
+(request: { readonly callbackUrl?: string | undefined; readonly natsSubject?: string | undefined }) => {
+  if (request.callbackUrl !== undefined && request.natsSubject !== undefined) {
+    return { path: ["natsSubject"], message: "cannot be given with callbackUrl: a timer has one target" }
+  }
+  if (required && request.callbackUrl === undefined && request.natsSubject === undefined) {
+    return { path: ["callbackUrl"], message: "is required (or natsSubject: a timer has one target)" }
+  }
+  return true
+}
+
+/** Create a timer, or replace the one with the same id (an upsert); its target is a callbackUrl or a natsSubject. */
 export const CreateTimerRequest = Schema.Struct({
   namespace: NamespaceName,
   id: TimerId,
   executeAt: Timestamp,
-  callbackUrl: CallbackUrl,
+  callbackUrl: Schema.optional(CallbackUrl),
+  natsSubject: Schema.optional(NatsSubject),
   payload: Schema.optional(Payload),
   retryPolicy: Schema.optional(RetryPolicy),
   callbackTimeoutSeconds: Schema.optional(CallbackTimeoutSeconds)
-}).annotations({ identifier: "CreateTimerRequest" })
+}).pipe(Schema.filter(oneTarget(true))).annotations({ identifier: "CreateTimerRequest" })
 
 /** A decoded create request. */
 export type CreateTimerRequest = typeof CreateTimerRequest.Type
@@ -30,16 +43,17 @@ export const TimerSelection = Schema.Struct({
 /** A decoded timer selection. */
 export type TimerSelection = typeof TimerSelection.Type
 
-/** Change fields of a SCHEDULED timer; fields left out keep their values. */
+/** Change fields of a SCHEDULED timer; fields left out keep their values. A new target replaces the old one. */
 export const UpdateTimerRequest = Schema.Struct({
   namespace: NamespaceName,
   timerId: TimerId,
   executeAt: Schema.optional(Timestamp),
   callbackUrl: Schema.optional(CallbackUrl),
+  natsSubject: Schema.optional(NatsSubject),
   payload: Schema.optional(Payload),
   retryPolicy: Schema.optional(RetryPolicy),
   callbackTimeoutSeconds: Schema.optional(CallbackTimeoutSeconds)
-}).annotations({ identifier: "UpdateTimerRequest" })
+}).pipe(Schema.filter(oneTarget(false))).annotations({ identifier: "UpdateTimerRequest" })
 
 /** A decoded update request. */
 export type UpdateTimerRequest = typeof UpdateTimerRequest.Type

@@ -106,6 +106,17 @@ const make = Effect.gen(function*() {
       )
     })
 
+  /** A natsSubject needs a NATS connection to be delivered. */
+  const checkTarget = (natsSubject: string | undefined) =>
+    natsSubject === undefined || config.natsEnabled
+      ? Effect.void
+      : Effect.fail(
+        new InvalidInput({
+          message: "natsSubject cannot be used: this service has no NATS connection (TIMER_NATS_URL is not set)",
+          details: [new FieldIssue({ field: "natsSubject", message: "cannot be used: this service has no NATS connection (TIMER_NATS_URL is not set)" })]
+        })
+      )
+
   const checkPayload = (payload: unknown) =>
     Effect.suspend((): Effect.Effect<void, InvalidInput | PayloadTooLarge> => {
       if (payload === undefined) return Effect.void
@@ -143,6 +154,7 @@ const make = Effect.gen(function*() {
 
   const create = Effect.fn("Timers.create")(function*(request: CreateTimerRequest) {
     const namespace = yield* namespaceOf(request.namespace)
+    yield* checkTarget(request.natsSubject)
     yield* checkPayload(request.payload)
     const now = yield* Clock.currentTimeMillis
     const record: TimerRecord = {
@@ -151,7 +163,8 @@ const make = Effect.gen(function*() {
       shardId: shardIdOf(request.id, namespace.numShards),
       executeAt: request.executeAt,
       nextFireAt: request.executeAt,
-      callbackUrl: request.callbackUrl,
+      ...(request.callbackUrl === undefined ? {} : { callbackUrl: request.callbackUrl }),
+      ...(request.natsSubject === undefined ? {} : { natsSubject: request.natsSubject }),
       ...(request.payload === undefined ? {} : { payload: request.payload }),
       ...(request.retryPolicy === undefined ? {} : { retryPolicy: request.retryPolicy }),
       callbackTimeoutSeconds: request.callbackTimeoutSeconds ?? DEFAULT_CALLBACK_TIMEOUT_SECONDS,
@@ -168,6 +181,7 @@ const make = Effect.gen(function*() {
 
   const update = Effect.fn("Timers.update")(function*(request: UpdateTimerRequest) {
     yield* namespaceOf(request.namespace)
+    yield* checkTarget(request.natsSubject)
     yield* checkPayload(request.payload)
     const now = yield* Clock.currentTimeMillis
     const stored = yield* store.updateScheduled({ namespace: request.namespace, id: request.timerId }, (timer) => {
@@ -175,12 +189,19 @@ const make = Effect.gen(function*() {
       // a new executeAt also starts its attempts afresh.
       const rearm = request.executeAt !== undefined && request.executeAt !== timer.executeAt
       const { firstAttemptAt: _f, lastError: _l, ...kept } = timer
-      const base: TimerRecord = rearm ? { ...kept, attempts: 0, firingId: randomUUID() } : { ...timer, firingId: randomUUID() }
+      const armed: TimerRecord = rearm ? { ...kept, attempts: 0, firingId: randomUUID() } : { ...timer, firingId: randomUUID() }
+      // A new target replaces the old one, whichever kind it was.
+      const { callbackUrl: _u, natsSubject: _s, ...base } = armed
+      const target = request.callbackUrl !== undefined
+        ? { callbackUrl: request.callbackUrl }
+        : request.natsSubject !== undefined
+        ? { natsSubject: request.natsSubject }
+        : { ...(armed.callbackUrl === undefined ? {} : { callbackUrl: armed.callbackUrl }), ...(armed.natsSubject === undefined ? {} : { natsSubject: armed.natsSubject }) }
       return {
         ...base,
+        ...target,
         ...(request.executeAt === undefined ? {} : { executeAt: request.executeAt }),
         ...(rearm ? { nextFireAt: request.executeAt! } : {}),
-        ...(request.callbackUrl === undefined ? {} : { callbackUrl: request.callbackUrl }),
         ...(request.payload === undefined ? {} : { payload: request.payload }),
         ...(request.retryPolicy === undefined ? {} : { retryPolicy: request.retryPolicy }),
         ...(request.callbackTimeoutSeconds === undefined ? {} : { callbackTimeoutSeconds: request.callbackTimeoutSeconds }),

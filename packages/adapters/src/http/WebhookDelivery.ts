@@ -60,7 +60,13 @@ const describe = (error: unknown): string => {
 const make = Effect.gen(function*() {
   const client = (yield* HttpClient.HttpClient).pipe(HttpClient.followRedirects(5))
   const deliver = (request: DeliveryRequest) =>
-    HttpClientRequest.post(request.timer.callbackUrl).pipe(
+    request.timer.callbackUrl === undefined
+      ? Effect.succeed(DeliveryOutcome.retryable(
+        `the timer publishes to NATS subject ${JSON.stringify(request.timer.natsSubject)}, and this service has no NATS connection (TIMER_NATS_URL)`
+      ))
+      : post(request, request.timer.callbackUrl)
+  const post = (request: DeliveryRequest, callbackUrl: string) =>
+    HttpClientRequest.post(callbackUrl).pipe(
       HttpClientRequest.setHeaders({
         [FIRING_ID_HEADER]: request.timer.firingId,
         [ATTEMPT_HEADER]: String(request.attempt),

@@ -1,6 +1,6 @@
 /**
  * The mapping between stored rows and timer records, shared by the SQL stores.
- * Timestamps are stored as epoch milliseconds, payload and retry policy as JSON text.
+ * Timestamps are stored as epoch milliseconds; payload, retry policy and origin as JSON text.
  */
 import { RetryPolicy, type FiringUpdate, type TimerRecord, type TimerState } from "@timer/core"
 import { Schema } from "effect"
@@ -12,7 +12,10 @@ export interface TimerRow {
   readonly shard_id: number
   readonly execute_at: number | string
   readonly next_fire_at: number | string
-  readonly callback_url: string
+  readonly callback_url: string | null
+  readonly nats_subject: string | null
+  /** JSON of the TimerOrigin of a command-made timer. */
+  readonly origin: string | null
   readonly payload: string | null
   readonly retry_policy: string | null
   readonly callback_timeout_seconds: number
@@ -39,7 +42,9 @@ export const fromRow = (row: TimerRow): TimerRecord => ({
   shardId: Number(row.shard_id),
   executeAt: millis(row.execute_at),
   nextFireAt: millis(row.next_fire_at),
-  callbackUrl: row.callback_url,
+  ...(row.callback_url === null ? {} : { callbackUrl: row.callback_url }),
+  ...(row.nats_subject === null ? {} : { natsSubject: row.nats_subject }),
+  ...(row.origin === null ? {} : { origin: JSON.parse(row.origin) }),
   ...(row.payload === null ? {} : { payload: JSON.parse(row.payload) }),
   ...(row.retry_policy === null ? {} : { retryPolicy: decodeRetryPolicy(row.retry_policy) }),
   callbackTimeoutSeconds: Number(row.callback_timeout_seconds),
@@ -60,7 +65,9 @@ export const toRow = (timer: TimerRecord): TimerRow => ({
   shard_id: timer.shardId,
   execute_at: timer.executeAt,
   next_fire_at: timer.nextFireAt,
-  callback_url: timer.callbackUrl,
+  callback_url: timer.callbackUrl ?? null,
+  nats_subject: timer.natsSubject ?? null,
+  origin: timer.origin === undefined ? null : JSON.stringify(timer.origin),
   payload: timer.payload === undefined ? null : JSON.stringify(timer.payload),
   retry_policy: timer.retryPolicy === undefined ? null : encodeRetryPolicy(timer.retryPolicy),
   callback_timeout_seconds: timer.callbackTimeoutSeconds,

@@ -17,6 +17,25 @@ export const timersContract = (test: ContractTest) => {
       expect(yield* store.getTimer({ namespace: NS, id: "a" })).toStrictEqual(Option.some(timer))
     }))
 
+    test("a NATS subject as the target, and the command that armed a timer, round-trip; a target replaces the other kind", Effect.gen(function*() {
+      const { store } = yield* services
+      const { callbackUrl: _u, ...base } = makeTimer("nats", { payload: { x: 1 } })
+      const published: TimerRecord = {
+        ...base,
+        natsSubject: "orders.reminders",
+        origin: { tenantId: "t1", serviceCallId: "sc1", commandId: "cmd-1", correlationId: "corr-1" }
+      }
+      expect(yield* store.upsertTimer(published)).toStrictEqual(published)
+      expect(yield* mustGet(published)).toStrictEqual(published)
+      const { natsSubject: _s, origin: _o, ...rest } = published
+      const webhook: TimerRecord = { ...rest, callbackUrl: "http://127.0.0.1:9/other", firingId: "firing-nats-2" }
+      expect(yield* store.updateScheduled(published, () => webhook)).toStrictEqual(webhook)
+      expect(yield* mustGet(published)).toStrictEqual(webhook)
+      const back: TimerRecord = { ...rest, natsSubject: "orders.later", firingId: "firing-nats-3" }
+      yield* store.upsertTimer(back)
+      expect(yield* mustGet(published)).toStrictEqual(back)
+    }))
+
     test("replaces every field of an existing timer but keeps its createdAt", Effect.gen(function*() {
       const { ownership, store } = yield* services
       const original = makeTimer("a", {
