@@ -26,6 +26,23 @@ export interface DueTimers {
   readonly nextFireAt: Option.Option<number>
 }
 
+/**
+ * A change a broker command asks for:
+ * - Schedule: insert the timer, or move an existing SCHEDULED one to the
+ *   timer's executeAt (new firing id, attempts afresh, the new origin); one
+ *   that has fired or failed, or is already due at that time, stays as it is.
+ * - Cancel: delete the timer if it is SCHEDULED.
+ */
+export type CommandChange =
+  | { readonly _tag: "Schedule"; readonly timer: TimerRecord }
+  | { readonly _tag: "Cancel"; readonly key: TimerKey }
+
+/** What a command change did: Armed (inserted or moved; its shard may need a wake-up), Unchanged, Cancelled. */
+export type CommandResult =
+  | { readonly _tag: "Armed"; readonly timer: TimerRecord }
+  | { readonly _tag: "Unchanged" }
+  | { readonly _tag: "Cancelled" }
+
 /** A list query over one namespace, ordered by (executeAt, id). */
 export interface TimerQuery {
   readonly namespace: string
@@ -116,6 +133,8 @@ export class TimerStore extends Context.Tag("@timer/TimerStore")<TimerStore, {
     update: FiringUpdate,
     now: number
   ) => Effect.Effect<boolean, ShardOwnershipLost | StoreError>
+  /** Applies the changes of a batch of commands, in order, in one transaction. */
+  readonly applyCommands: (changes: ReadonlyArray<CommandChange>) => Effect.Effect<ReadonlyArray<CommandResult>, StoreError>
   /** Deletes up to `limit` FIRED or FAILED timers last updated before `before`; returns how many. */
   readonly purgeFinished: (before: number, limit: number) => Effect.Effect<number, StoreError>
   /** Checks that the store answers. */

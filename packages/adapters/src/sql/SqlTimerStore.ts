@@ -11,6 +11,7 @@ import {
   TimerNotFound,
   TimerNotPending,
   TimerStore,
+  type CommandResult,
   type ShardLease,
   shardKey
 } from "@timer/core"
@@ -204,6 +205,23 @@ export const makeSqlStores = Effect.gen(function*() {
       }).pipe(storeError("dueTimers")),
 
     recordFiring: (lease, key, firingId, update, now) => recordFiring({ lease, key, firingId, update, now }),
+
+    applyCommands: (changes) =>
+      Effect.forEach(changes, (change): Effect.Effect<CommandResult, SqlError | Cause.UnknownException> =>
+        change._tag === "Cancel"
+          ? sql<{ id: string }>`DELETE FROM timers
+              WHERE namespace = ${change.key.namespace} AND id = ${change.key.id} AND state = 'SCHEDULED' RETURNING id`.pipe(
+            Effect.map((rows) => (rows.length > 0 ? { _tag: "Cancelled" } : { _tag: "Unchanged" }))
+          )
+          : sql<TimerRow>`INSERT INTO timers ${sql.insert(toRow(change.timer) as any)}
+              ON CONFLICT (namespace, id) DO UPDATE SET execute_at = excluded.execute_at,
+                next_fire_at = excluded.next_fire_at, attempts = 0, firing_id = excluded.firing_id,
+                first_attempt_at = NULL, last_error = NULL, origin = excluded.origin, updated_at = excluded.updated_at
+              WHERE timers.state = 'SCHEDULED' AND timers.execute_at <> excluded.execute_at
+              RETURNING *`.pipe(
+            Effect.flatMap(firstTimerOf),
+            Effect.map(Option.match({ onNone: () => ({ _tag: "Unchanged" }), onSome: (timer) => ({ _tag: "Armed", timer }) }))
+          )).pipe(sql.withTransaction, storeError("applyCommands")),
 
     purgeFinished: (before, limit) =>
       // The outer condition is checked again: under PostgreSQL's READ COMMITTED a timer re-armed

@@ -7,6 +7,7 @@
 import { describe } from "@effect/vitest"
 import type { ShardOwnership, TimerStore } from "@timer/core"
 import { Effect, type Layer } from "effect"
+import { commandsContract } from "./commands.js"
 import { dueContract } from "./due.js"
 import { firingContract } from "./firing.js"
 import { contractTest, services } from "./fixtures.js"
@@ -38,6 +39,7 @@ export const storeContractSuite = (
     instancesContract(test)
     ownershipContract(test)
     firingContract(test)
+    commandsContract(test)
     purgeContract(test)
 
     test("ping succeeds", Effect.gen(function*() {
