@@ -4,6 +4,7 @@
  */
 import { Context, Effect, Layer, type Scope } from "effect"
 import { type ShardRef, shardKey } from "./ShardId.js"
+import type { TimerRecord } from "./Timer.js"
 
 /** Wake-up signals per shard. */
 export class TimerWakeups extends Context.Tag("@timer/TimerWakeups")<TimerWakeups, {
@@ -49,3 +50,18 @@ export const makeWakeupListeners = (): WakeupListeners => {
       )
   }
 }
+
+/**
+ * Wakes the shard of a SCHEDULED timer due within `idlePollMs` of `now`. A shard's
+ * fiber looks at the store at least every idlePollMs, so a later one is found
+ * without a wake-up (which costs a NOTIFY across instances).
+ */
+export const wakeShardOf = (
+  wakeups: Context.Tag.Service<TimerWakeups>,
+  timer: TimerRecord,
+  now: number,
+  idlePollMs: number
+): Effect.Effect<void> =>
+  timer.state === "SCHEDULED" && timer.nextFireAt <= now + idlePollMs
+    ? wakeups.notify({ namespace: timer.namespace, shardId: timer.shardId }, timer.nextFireAt)
+    : Effect.void

@@ -29,7 +29,7 @@ import type {
 } from "./TimerRequests.js"
 import { DEFAULT_LIST_LIMIT } from "./TimerRequests.js"
 import { TimerStore } from "./TimerStore.js"
-import { TimerWakeups } from "./TimerWakeups.js"
+import { TimerWakeups, wakeShardOf } from "./TimerWakeups.js"
 
 /** A page of a list and the cursor of the next one. */
 export interface TimerListPage {
@@ -137,12 +137,7 @@ const make = Effect.gen(function*() {
         : Effect.void
     })
 
-  // A shard's fiber looks at the store at least every idlePollMs, so a timer due later than that
-  // from now is found without a wake-up (which costs a NOTIFY across instances).
-  const wake = (timer: TimerRecord, now: number) =>
-    timer.state === "SCHEDULED" && timer.nextFireAt <= now + config.idlePollMs
-      ? wakeups.notify({ namespace: timer.namespace, shardId: timer.shardId }, timer.nextFireAt)
-      : Effect.void
+  const wake = (timer: TimerRecord, now: number) => wakeShardOf(wakeups, timer, now, config.idlePollMs)
 
   const getRecord = (key: TimerKey) =>
     store.getTimer(key).pipe(
