@@ -6,6 +6,7 @@ import { DEFAULT_ENGINE_SETTINGS, formatDurationMillis, parseDurationMillis } fr
 import { Config, ConfigError, Either, Option } from "effect"
 import { randomBytes } from "node:crypto"
 import { hostname } from "node:os"
+import { NatsConfig } from "./NatsConfig.js"
 
 /** Longest timer delay Node supports (2^31 − 1 ms, about 24.8 days); longer sleeps would never wake. */
 const MAX_SLEEP_MS = 2 ** 31 - 1
@@ -108,7 +109,8 @@ export const ServerConfig = Config.all({
   logFormat: Config.literal("json", "logfmt", "pretty")("TIMER_LOG_FORMAT").pipe(
     Config.withDefault("json" as const),
     Config.withDescription("Log format")
-  )
+  ),
+  brokers: NatsConfig
 })
 
 /** The server's settings, decoded. */

@@ -1,6 +1,6 @@
 /**
  * The composition of the whole service for given settings: store → engine →
- * timer service → HTTP. main.ts launches it; tests build it in-process.
+ * timer service → HTTP, and NATS (commands in, firings out) when configured. main.ts launches it; tests build it in-process.
  */
 import { NodeHttpClient } from "@effect/platform-node"
 import { layerPgStore, layerPgWakeups, layerSqliteStore, layerWebhookDelivery } from "@timer/adapters"
@@ -14,7 +14,8 @@ import {
   type TimerStore,
   TimerWakeups
 } from "@timer/core"
-import { Layer, Logger, LogLevel } from "effect"
+import { layerNatsCommands, layerNatsDelivery, NatsConnection } from "@timer/broker-nats"
+import { Layer, Logger, LogLevel, Option } from "effect"
 import { layerHttpServer } from "./http/HttpServer.js"
 import type { ServerSettings } from "./ServerConfig.js"
 
@@ -63,9 +64,21 @@ export const makeServerLayer = (settings: ServerSettings) => {
     shutdownGraceMs: settings.shutdownGraceMs,
     instanceTtlMs: settings.instanceTtlMs,
     exclusive: settings.db._tag === "Sqlite",
-    rebalanceIntervalMs: settings.rebalanceIntervalMs
+    rebalanceIntervalMs: settings.rebalanceIntervalMs,
+    natsEnabled: Option.isSome(settings.brokers.nats)
   })
-  const delivery = layerWebhookDelivery.pipe(Layer.provide(NodeHttpClient.layerUndici))
+  // Webhooks always; with NATS, timers that name a natsSubject are published there, and
+  // ScheduleTimer/CancelTimer commands are read from JetStream.
+  const webhooks = layerWebhookDelivery.pipe(Layer.provide(NodeHttpClient.layerUndici))
+  const nats = Option.map(settings.brokers.nats, NatsConnection.layer)
+  const delivery = Option.match(nats, {
+    onNone: () => webhooks,
+    onSome: (connection) => layerNatsDelivery(webhooks).pipe(Layer.provide(connection))
+  })
+  const commands = Option.match(nats, {
+    onNone: () => Layer.empty,
+    onSome: (connection) => layerNatsCommands(settings.brokers.commandNamespace).pipe(Layer.provide(connection))
+  })
   const engine = Engine.layer.pipe(Layer.provide(delivery))
   const core = Timers.layer.pipe(
     Layer.provideMerge(engine),
@@ -78,7 +91,7 @@ export const makeServerLayer = (settings: ServerSettings) => {
     host: settings.host,
     maxBodyBytes: settings.maxPayloadBytes + BODY_OVERHEAD_BYTES
   })
-  return http.pipe(Layer.provide(core))
+  return Layer.merge(http, commands).pipe(Layer.provide(core))
 }
 
 /** The logger the settings ask for. */

@@ -1,9 +1,10 @@
 /**
  * The delivery port: carries one firing of a timer to its target (a webhook
- * now; a broker subject later) and says how it went.
+ * or a broker subject) and says how it went.
  */
 import { Context, type Effect } from "effect"
 import type { TimerRecord } from "./Timer.js"
+import { formatTimestamp } from "./Timestamp.js"
 
 /** One attempt at delivering one firing. */
 export interface DeliveryRequest {
@@ -15,6 +16,19 @@ export interface DeliveryRequest {
   /** The instance that fires it (the owner of the timer's shard). */
   readonly instanceId: string
 }
+
+/**
+ * The JSON body of a firing sent to a webhook, or published to a NATS subject
+ * by a timer made through the HTTP API.
+ */
+export const firingBody = (request: DeliveryRequest) => ({
+  namespace: request.timer.namespace,
+  timerId: request.timer.id,
+  executeAt: formatTimestamp(request.timer.executeAt),
+  payload: request.timer.payload ?? null,
+  attempt: request.attempt,
+  firedAt: formatTimestamp(request.firedAt)
+})
 
 /**
  * How an attempt went:

@@ -4,7 +4,7 @@
  * of one firing, so a receiver can drop repeats.
  */
 import { HttpClient, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
-import { formatTimestamp, TimerDelivery, DeliveryOutcome, type DeliveryRequest } from "@timer/core"
+import { firingBody, TimerDelivery, DeliveryOutcome, type DeliveryRequest } from "@timer/core"
 import { Clock, Duration, Effect, Layer, Stream } from "effect"
 import { classifyResponse } from "./callbackResponse.js"
 
@@ -39,14 +39,7 @@ const readAnswer = (response: HttpClientResponse.HttpClientResponse) => {
 }
 
 /** The JSON body of a webhook call. */
-export const webhookBody = (request: DeliveryRequest) => ({
-  namespace: request.timer.namespace,
-  timerId: request.timer.id,
-  executeAt: formatTimestamp(request.timer.executeAt),
-  payload: request.timer.payload ?? null,
-  attempt: request.attempt,
-  firedAt: formatTimestamp(request.firedAt)
-})
+export const webhookBody = firingBody
 
 const describe = (error: unknown): string => {
   if (typeof error === "object" && error !== null) {
