@@ -33,6 +33,23 @@ ensure_postgres() {
   echo "==> PostgreSQL is up on 127.0.0.1:5432"
 }
 
+# NATS with JetStream on 127.0.0.1:4222 (the broker-nats tests and the NATS end-to-end tests).
+ensure_nats() {
+  if ! port_open 4222; then
+    echo "==> starting NATS with JetStream"
+    if ! command -v nats-server >/dev/null && [ ! -x /usr/sbin/nats-server ]; then
+      echo "nats-server is not installed; installing it" >&2
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nats-server >/dev/null
+    fi
+    mkdir -p /var/lib/nats-server
+    start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- \
+      -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log
+    wait_port 4222 30 || { echo "NATS did not start on 127.0.0.1:4222" >&2; exit 1; }
+  fi
+  echo "==> NATS is up on 127.0.0.1:4222"
+}
+
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
   ensure_postgres
+  ensure_nats
 fi

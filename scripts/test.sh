@@ -5,6 +5,7 @@ cd "$(dirname "$0")/.."
 . scripts/lib.sh
 . scripts/services.sh
 ensure_postgres
+ensure_nats
 ensure_deps
 build
 typecheck_tests

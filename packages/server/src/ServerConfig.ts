@@ -62,6 +62,27 @@ export const describeDb = (db: DbLocation): string => {
   return url.toString()
 }
 
+/** The settings as printed by --print-config: passwords hidden, NATS "off" when not configured. */
+export const describeSettings = (settings: ServerSettings) => ({
+  ...settings,
+  db: describeDb(settings.db),
+  brokers: {
+    commandNamespace: settings.brokers.commandNamespace,
+    nats: Option.match(settings.brokers.nats, {
+      onNone: () => "off (TIMER_NATS_URL is not set)",
+      onSome: (nats) => ({ ...nats, url: nats.url.split(",").map((server) => hidePassword(server.trim())).join(",") })
+    })
+  }
+})
+
+/** A URL with its password replaced by ***. */
+const hidePassword = (text: string) => {
+  if (!URL.canParse(text)) return text
+  const url = new URL(text)
+  if (url.password !== "") url.password = "***"
+  return url.toString()
+}
+
 /** A generated instance id: host name, process id and a random suffix. */
 export const generatedInstanceId = () => `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`
 

@@ -15,7 +15,7 @@ import {
   TimerWakeups
 } from "@timer/core"
 import { layerNatsCommands, layerNatsDelivery, NatsConnection } from "@timer/broker-nats"
-import { Layer, Logger, LogLevel, Option } from "effect"
+import { Effect, FiberRef, HashSet, Layer, Logger, LogLevel, Option } from "effect"
 import { layerHttpServer } from "./http/HttpServer.js"
 import type { ServerSettings } from "./ServerConfig.js"
 
@@ -94,9 +94,16 @@ export const makeServerLayer = (settings: ServerSettings) => {
   return Layer.merge(http, commands).pipe(Layer.provide(core))
 }
 
+const loggers = {
+  json: Logger.withConsoleLog(Logger.jsonLogger),
+  logfmt: Logger.withConsoleLog(Logger.logfmtLogger),
+  pretty: Logger.prettyLoggerDefault
+} as const
+
 /** The logger the settings ask for. */
 export const loggerFor = (settings: ServerSettings) =>
   Layer.mergeAll(
-    settings.logFormat === "json" ? Logger.json : settings.logFormat === "logfmt" ? Logger.logFmt : Logger.pretty,
+    // The one logger: main.ts logs in JSON until the settings are read, and this replaces it.
+    Layer.scopedDiscard(Effect.locallyScoped(FiberRef.currentLoggers, HashSet.make(loggers[settings.logFormat]))),
     Logger.minimumLogLevel(levels[settings.logLevel])
   )

@@ -9,7 +9,7 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect, Layer, Logger } from "effect"
-import { describeDb, ServerConfig } from "./ServerConfig.js"
+import { describeDb, describeSettings, ServerConfig } from "./ServerConfig.js"
 import { loggerFor, makeServerLayer } from "./ServerLayer.js"
 
 const USAGE = `Usage: timer-server [--print-config | --help]
@@ -37,7 +37,7 @@ const main = (args: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
   if (args.includes("--help") || args.includes("-h")) return Console.log(USAGE)
   if (args.includes("--print-config")) {
     return Effect.flatMap(ServerConfig, (settings) =>
-      Console.log(JSON.stringify({ ...settings, db: describeDb(settings.db) }, null, 2)))
+      Console.log(JSON.stringify(describeSettings(settings), null, 2)))
   }
   const unknown = args.filter((arg) => arg.startsWith("-"))
   if (unknown.length > 0) return Effect.zipRight(Console.error(USAGE), Effect.fail(`unknown option ${unknown[0]}`))
