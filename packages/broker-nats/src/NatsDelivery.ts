@@ -40,6 +40,13 @@ export const makeNatsDelivery = Effect.gen(function*() {
           headers: hdrs,
           timeout: settings.publishTimeoutMs
         })).pipe(
+          Effect.tap((ack) =>
+            ack.duplicate
+              ? Effect.logInfo("JetStream dropped a repeated firing").pipe(
+                Effect.annotateLogs({ namespace: request.timer.namespace, timerId: request.timer.id, firingId: request.timer.firingId })
+              )
+              : Effect.void
+          ),
           Effect.as(Outcome.delivered),
           Effect.catchAll((error) => Effect.succeed(Outcome.retryable(error.message)))
         )
