@@ -126,6 +126,10 @@ describe("NATS JetStream", () => {
     })
     expect(message!.headers["Nats-Msg-Id"]).toBe(message!.headers["x-timer-firing-id"])
     report.roundTripLagMs = Date.parse(event.payload.reachedAt) - Date.parse(command.payload.dueAt)
+    // A graceful stop does not wait on NATS.
+    const termAt = Date.now()
+    expect(await server.stop("SIGTERM", 10_000)).toEqual({ code: 0, signal: null })
+    report.sigtermExitMs = Date.now() - termAt
   })
 
   it("a timer made through the HTTP API may publish to a NATS subject: it gets the webhook's JSON body", async () => {

@@ -9,7 +9,7 @@
 import { AckPolicy, type JetStreamManager, type JsMsg } from "@nats-io/jetstream"
 import { headers } from "@nats-io/nats-core"
 import { CommandIntake, decodeCommandMessage, type Rejection, type TimerCommand } from "@timer/core"
-import { Chunk, Duration, Effect, Either, Schedule, Stream } from "effect"
+import { Chunk, Deferred, Duration, Effect, Either, Queue, Schedule, Stream } from "effect"
 import { NatsConnection } from "./NatsConnection.js"
 import { NatsError, natsCall } from "./NatsError.js"
 import type { NatsSettings } from "./NatsSettings.js"
@@ -95,17 +95,36 @@ export const runCommandConsumer = Effect.gen(function*() {
   const consumeOnce = Effect.gen(function*() {
     yield* ensureConsumer(jsm, settings)
     const consumer = yield* natsCall("get consumer", () => js.consumers.get(settings.commandsStream, settings.consumerName))
+    // Closing the iterator ends the pump below. It is not awaited: its promise settles only once a
+    // pending pull does, which would hold up shutdown.
     const messages = yield* Effect.acquireRelease(
       natsCall("consume", () => consumer.consume({ max_messages: settings.batchSize * 2 })),
-      (iterator) => Effect.promise(() => iterator.close().catch(() => undefined))
+      (iterator) => Effect.sync(() => void iterator.close().catch(() => undefined))
     )
-    yield* Stream.fromAsyncIterable(messages, (cause) => new NatsError({ operation: "consume", cause })).pipe(
-      // What is there now, up to a batch, without waiting for more.
-      Stream.groupedWithin(settings.batchSize, Duration.millis(5)),
-      Stream.mapEffect((chunk) => handleBatch(Chunk.toReadonlyArray(chunk))),
-      Stream.runDrain
+    // The iterator is pumped by a promise into a queue (the consumer holds at most max_messages),
+    // so that stopping never waits for NATS.
+    const queue = yield* Effect.acquireRelease(Queue.unbounded<JsMsg>(), Queue.shutdown)
+    const ended = yield* Deferred.make<never, NatsError>()
+    yield* Effect.sync(() => {
+      void (async () => {
+        try {
+          for await (const message of messages) Queue.unsafeOffer(queue, message)
+          Deferred.unsafeDone(ended, Effect.fail(new NatsError({ operation: "consume", cause: "the consumer stopped" })))
+        } catch (cause) {
+          Deferred.unsafeDone(ended, Effect.fail(new NatsError({ operation: "consume", cause })))
+        }
+      })()
+    })
+    return yield* Effect.raceFirst(
+      Stream.fromQueue(queue).pipe(
+        // What is there now, up to a batch, without waiting for more.
+        Stream.groupedWithin(settings.batchSize, Duration.millis(5)),
+        Stream.mapEffect((chunk) => handleBatch(Chunk.toReadonlyArray(chunk))),
+        Stream.runDrain,
+        Effect.zipRight(Effect.fail(new NatsError({ operation: "consume", cause: "the queue closed" })))
+      ),
+      Deferred.await(ended)
     )
-    return yield* new NatsError({ operation: "consume", cause: "the consumer stopped" })
   }).pipe(Effect.scoped)
 
   yield* Effect.logInfo("reading commands from NATS").pipe(
