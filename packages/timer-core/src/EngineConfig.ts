@@ -41,6 +41,8 @@ export interface EngineSettings {
   readonly exclusive: boolean
   /** A NATS connection delivers timers that name a natsSubject; without one such timers are refused. */
   readonly natsEnabled: boolean
+  /** A Kafka connection delivers timers that name a kafkaTopic; without one such timers are refused. */
+  readonly kafkaEnabled: boolean
 }
 
 /** The defaults of every setting. */
@@ -59,7 +61,8 @@ export const DEFAULT_ENGINE_SETTINGS: EngineSettings = {
   instanceTtlMs: 5_000,
   rebalanceIntervalMs: 500,
   exclusive: false,
-  natsEnabled: false
+  natsEnabled: false,
+  kafkaEnabled: false
 }
 
 /** The engine's settings as a service. */

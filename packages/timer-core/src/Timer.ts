@@ -1,5 +1,5 @@
 /**
- * The timer: what to call (a webhook, or a NATS subject to publish to), when,
+ * The timer: what to call (a webhook, or a NATS subject or Kafka topic to publish to), when,
  * with what, and where it stands.
  */
 import { Schema } from "effect"
@@ -38,6 +38,16 @@ export const NatsSubject = Schema.String.pipe(
   Schema.annotations({ identifier: "NatsSubject", description: "NATS subject to publish the firing to, such as \"orders.reminders\"" })
 )
 
+const KAFKA_TOPIC = /^[A-Za-z0-9._-]{1,249}$/
+
+/** A Kafka topic a timer's event is published to: 1 to 249 of a-z A-Z 0-9 . _ - (Kafka's own rule). */
+export const KafkaTopic = Schema.String.pipe(
+  Schema.filter((text) => KAFKA_TOPIC.test(text) && text !== "." && text !== "..", {
+    message: () => "must be a Kafka topic: 1 to 249 characters of a-z A-Z 0-9 . _ -, such as \"orders.reminders\""
+  }),
+  Schema.annotations({ identifier: "KafkaTopic", description: "Kafka topic to publish the firing to" })
+)
+
 /** The command that armed a timer made from a broker command (ScheduleTimer), as the API shows it. */
 export const TimerOrigin = Schema.Struct({
   tenantId: Schema.String,
@@ -65,13 +75,14 @@ export type TimerState = typeof TimerState.Type
 /** Any JSON value, carried to the callback unchanged. */
 export const Payload = Schema.Unknown.annotations({ identifier: "Payload", description: "Any JSON value" })
 
-/** A timer as the API returns it: it has either a callbackUrl (a webhook) or a natsSubject. */
+/** A timer as the API returns it: it has one target, a callbackUrl (a webhook), a natsSubject or a kafkaTopic. */
 export const Timer = Schema.Struct({
   id: TimerId,
   namespace: NamespaceName,
   executeAt: Timestamp,
   callbackUrl: Schema.optional(CallbackUrl),
   natsSubject: Schema.optional(NatsSubject),
+  kafkaTopic: Schema.optional(KafkaTopic),
   origin: Schema.optional(TimerOrigin),
   payload: Schema.optional(Payload),
   retryPolicy: Schema.optional(RetryPolicy),

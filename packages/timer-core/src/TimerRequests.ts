@@ -4,28 +4,32 @@
 import { Schema } from "effect"
 import { NamespaceName, NumShards } from "./Namespace.js"
 import { RetryPolicy } from "./RetryPolicy.js"
-import { CallbackTimeoutSeconds, CallbackUrl, NatsSubject, Payload, TimerId, TimerState } from "./Timer.js"
+import { CallbackTimeoutSeconds, CallbackUrl, KafkaTopic, NatsSubject, Payload, TimerId, TimerState } from "./Timer.js"
 import { Timestamp } from "./Timestamp.js"
 
-/** A target names at most one of callbackUrl and natsSubject; `required`: at least one. */
+const TARGETS = ["callbackUrl", "natsSubject", "kafkaTopic"] as const
+
+/** A request names at most one target; `required`: exactly one. */
 const oneTarget = (required: boolean) =>
-(request: { readonly callbackUrl?: string | undefined; readonly natsSubject?: string | undefined }) => {
-  if (request.callbackUrl !== undefined && request.natsSubject !== undefined) {
-    return { path: ["natsSubject"], message: "cannot be given with callbackUrl: a timer has one target" }
+(request: { readonly callbackUrl?: string | undefined; readonly natsSubject?: string | undefined; readonly kafkaTopic?: string | undefined }) => {
+  const given = TARGETS.filter((target) => request[target] !== undefined)
+  if (given.length > 1) {
+    return { path: [given[1]!], message: `cannot be given with ${given[0]}: a timer has one target` }
   }
-  if (required && request.callbackUrl === undefined && request.natsSubject === undefined) {
-    return { path: ["callbackUrl"], message: "is required (or natsSubject: a timer has one target)" }
+  if (required && given.length === 0) {
+    return { path: ["callbackUrl"], message: "is required (or natsSubject, or kafkaTopic: a timer has one target)" }
   }
   return true
 }
 
-/** Create a timer, or replace the one with the same id (an upsert); its target is a callbackUrl or a natsSubject. */
+/** Create a timer, or replace the one with the same id (an upsert); its target is a callbackUrl, a natsSubject or a kafkaTopic. */
 export const CreateTimerRequest = Schema.Struct({
   namespace: NamespaceName,
   id: TimerId,
   executeAt: Timestamp,
   callbackUrl: Schema.optional(CallbackUrl),
   natsSubject: Schema.optional(NatsSubject),
+  kafkaTopic: Schema.optional(KafkaTopic),
   payload: Schema.optional(Payload),
   retryPolicy: Schema.optional(RetryPolicy),
   callbackTimeoutSeconds: Schema.optional(CallbackTimeoutSeconds)
@@ -50,6 +54,7 @@ export const UpdateTimerRequest = Schema.Struct({
   executeAt: Schema.optional(Timestamp),
   callbackUrl: Schema.optional(CallbackUrl),
   natsSubject: Schema.optional(NatsSubject),
+  kafkaTopic: Schema.optional(KafkaTopic),
   payload: Schema.optional(Payload),
   retryPolicy: Schema.optional(RetryPolicy),
   callbackTimeoutSeconds: Schema.optional(CallbackTimeoutSeconds)

@@ -106,16 +106,22 @@ const make = Effect.gen(function*() {
       )
     })
 
-  /** A natsSubject needs a NATS connection to be delivered. */
-  const checkTarget = (natsSubject: string | undefined) =>
-    natsSubject === undefined || config.natsEnabled
+  /** A natsSubject needs a NATS connection to be delivered, a kafkaTopic a Kafka one. */
+  const checkTarget = (request: { readonly natsSubject?: string | undefined; readonly kafkaTopic?: string | undefined }) => {
+    const missing = request.natsSubject !== undefined && !config.natsEnabled
+      ? { field: "natsSubject", what: "NATS connection (TIMER_NATS_URL is not set)" }
+      : request.kafkaTopic !== undefined && !config.kafkaEnabled
+      ? { field: "kafkaTopic", what: "Kafka connection (TIMER_KAFKA_BROKERS is not set)" }
+      : undefined
+    return missing === undefined
       ? Effect.void
       : Effect.fail(
         new InvalidInput({
-          message: "natsSubject cannot be used: this service has no NATS connection (TIMER_NATS_URL is not set)",
-          details: [new FieldIssue({ field: "natsSubject", message: "cannot be used: this service has no NATS connection (TIMER_NATS_URL is not set)" })]
+          message: `${missing.field} cannot be used: this service has no ${missing.what}`,
+          details: [new FieldIssue({ field: missing.field, message: `cannot be used: this service has no ${missing.what}` })]
         })
       )
+  }
 
   const checkPayload = (payload: unknown) =>
     Effect.suspend((): Effect.Effect<void, InvalidInput | PayloadTooLarge> => {
@@ -149,7 +155,7 @@ const make = Effect.gen(function*() {
 
   const create = Effect.fn("Timers.create")(function*(request: CreateTimerRequest) {
     const namespace = yield* namespaceOf(request.namespace)
-    yield* checkTarget(request.natsSubject)
+    yield* checkTarget(request)
     yield* checkPayload(request.payload)
     const now = yield* Clock.currentTimeMillis
     const record: TimerRecord = {
@@ -160,6 +166,7 @@ const make = Effect.gen(function*() {
       nextFireAt: request.executeAt,
       ...(request.callbackUrl === undefined ? {} : { callbackUrl: request.callbackUrl }),
       ...(request.natsSubject === undefined ? {} : { natsSubject: request.natsSubject }),
+      ...(request.kafkaTopic === undefined ? {} : { kafkaTopic: request.kafkaTopic }),
       ...(request.payload === undefined ? {} : { payload: request.payload }),
       ...(request.retryPolicy === undefined ? {} : { retryPolicy: request.retryPolicy }),
       callbackTimeoutSeconds: request.callbackTimeoutSeconds ?? DEFAULT_CALLBACK_TIMEOUT_SECONDS,
@@ -176,7 +183,7 @@ const make = Effect.gen(function*() {
 
   const update = Effect.fn("Timers.update")(function*(request: UpdateTimerRequest) {
     yield* namespaceOf(request.namespace)
-    yield* checkTarget(request.natsSubject)
+    yield* checkTarget(request)
     yield* checkPayload(request.payload)
     const now = yield* Clock.currentTimeMillis
     const stored = yield* store.updateScheduled({ namespace: request.namespace, id: request.timerId }, (timer) => {
@@ -186,12 +193,14 @@ const make = Effect.gen(function*() {
       const { firstAttemptAt: _f, lastError: _l, ...kept } = timer
       const armed: TimerRecord = rearm ? { ...kept, attempts: 0, firingId: randomUUID() } : { ...timer, firingId: randomUUID() }
       // A new target replaces the old one, whichever kind it was.
-      const { callbackUrl: _u, natsSubject: _s, ...base } = armed
-      const target = request.callbackUrl !== undefined
-        ? { callbackUrl: request.callbackUrl }
-        : request.natsSubject !== undefined
-        ? { natsSubject: request.natsSubject }
-        : { ...(armed.callbackUrl === undefined ? {} : { callbackUrl: armed.callbackUrl }), ...(armed.natsSubject === undefined ? {} : { natsSubject: armed.natsSubject }) }
+      const { callbackUrl: _u, kafkaTopic: _k, natsSubject: _s, ...base } = armed
+      const given = request.callbackUrl !== undefined || request.natsSubject !== undefined || request.kafkaTopic !== undefined
+      const source = given ? request : armed
+      const target = {
+        ...(source.callbackUrl === undefined ? {} : { callbackUrl: source.callbackUrl }),
+        ...(source.natsSubject === undefined ? {} : { natsSubject: source.natsSubject }),
+        ...(source.kafkaTopic === undefined ? {} : { kafkaTopic: source.kafkaTopic })
+      }
       return {
         ...base,
         ...target,

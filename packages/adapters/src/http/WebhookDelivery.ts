@@ -55,7 +55,9 @@ const make = Effect.gen(function*() {
   const deliver = (request: DeliveryRequest) =>
     request.timer.callbackUrl === undefined
       ? Effect.succeed(DeliveryOutcome.retryable(
-        `the timer publishes to NATS subject ${JSON.stringify(request.timer.natsSubject)}, and this service has no NATS connection (TIMER_NATS_URL)`
+        request.timer.kafkaTopic !== undefined
+          ? `the timer publishes to Kafka topic ${JSON.stringify(request.timer.kafkaTopic)}, and this service has no Kafka connection (TIMER_KAFKA_BROKERS)`
+          : `the timer publishes to NATS subject ${JSON.stringify(request.timer.natsSubject)}, and this service has no NATS connection (TIMER_NATS_URL)`
       ))
       : post(request, request.timer.callbackUrl)
   const post = (request: DeliveryRequest, callbackUrl: string) =>

@@ -58,14 +58,15 @@ export const pgMigrations: Record<string, Effect.Effect<void, unknown, SqlClient
       expires_at BIGINT NOT NULL
     )`
   }),
-  // Timers get a NATS subject as their target instead of a webhook (exactly one of the two), and
-  // the command that armed a command-made timer.
+  // Timers get a NATS subject or a Kafka topic as their target instead of a webhook (exactly one of
+  // the three), and the command that armed a command-made timer.
   "3_timer_targets": Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     yield* sql`ALTER TABLE timers
       ALTER COLUMN callback_url DROP NOT NULL,
       ADD COLUMN nats_subject TEXT,
+      ADD COLUMN kafka_topic TEXT,
       ADD COLUMN origin TEXT,
-      ADD CONSTRAINT timers_one_target CHECK ((callback_url IS NULL) <> (nats_subject IS NULL))`
+      ADD CONSTRAINT timers_one_target CHECK (num_nonnulls(callback_url, nats_subject, kafka_topic) = 1)`
   })
 }

@@ -14,6 +14,7 @@ export interface TimerRow {
   readonly next_fire_at: number | string
   readonly callback_url: string | null
   readonly nats_subject: string | null
+  readonly kafka_topic: string | null
   /** JSON of the TimerOrigin of a command-made timer. */
   readonly origin: string | null
   readonly payload: string | null
@@ -44,6 +45,7 @@ export const fromRow = (row: TimerRow): TimerRecord => ({
   nextFireAt: millis(row.next_fire_at),
   ...(row.callback_url === null ? {} : { callbackUrl: row.callback_url }),
   ...(row.nats_subject === null ? {} : { natsSubject: row.nats_subject }),
+  ...(row.kafka_topic === null || row.kafka_topic === undefined ? {} : { kafkaTopic: row.kafka_topic }),
   ...(row.origin === null ? {} : { origin: JSON.parse(row.origin) }),
   ...(row.payload === null ? {} : { payload: JSON.parse(row.payload) }),
   ...(row.retry_policy === null ? {} : { retryPolicy: decodeRetryPolicy(row.retry_policy) }),
@@ -67,6 +69,7 @@ export const toRow = (timer: TimerRecord): TimerRow => ({
   next_fire_at: timer.nextFireAt,
   callback_url: timer.callbackUrl ?? null,
   nats_subject: timer.natsSubject ?? null,
+  kafka_topic: timer.kafkaTopic ?? null,
   origin: timer.origin === undefined ? null : JSON.stringify(timer.origin),
   payload: timer.payload === undefined ? null : JSON.stringify(timer.payload),
   retry_policy: timer.retryPolicy === undefined ? null : encodeRetryPolicy(timer.retryPolicy),

@@ -56,9 +56,9 @@ export const sqliteMigrations: Record<string, Effect.Effect<void, unknown, SqlCl
       expires_at INTEGER NOT NULL
     )`
   }),
-  // Timers get a NATS subject as their target instead of a webhook (callback_url becomes optional;
-  // exactly one of the two is set), and the command that armed a command-made timer. SQLite cannot
-  // drop a NOT NULL, so the table is rebuilt.
+  // Timers get a NATS subject or a Kafka topic as their target instead of a webhook (callback_url
+  // becomes optional; exactly one of the three is set), and the command that armed a command-made
+  // timer. SQLite cannot drop a NOT NULL, so the table is rebuilt.
   "3_timer_targets": Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     yield* sql`CREATE TABLE timers_new (
@@ -69,6 +69,7 @@ export const sqliteMigrations: Record<string, Effect.Effect<void, unknown, SqlCl
       next_fire_at INTEGER NOT NULL,
       callback_url TEXT,
       nats_subject TEXT,
+      kafka_topic TEXT,
       origin TEXT,
       payload TEXT,
       retry_policy TEXT,
@@ -82,7 +83,8 @@ export const sqliteMigrations: Record<string, Effect.Effect<void, unknown, SqlCl
       executed_at INTEGER,
       last_error TEXT,
       PRIMARY KEY (namespace, id),
-      CONSTRAINT timers_one_target CHECK ((callback_url IS NULL) <> (nats_subject IS NULL))
+      CONSTRAINT timers_one_target CHECK ((CASE WHEN callback_url IS NULL THEN 0 ELSE 1 END)
+        + (CASE WHEN nats_subject IS NULL THEN 0 ELSE 1 END) + (CASE WHEN kafka_topic IS NULL THEN 0 ELSE 1 END) = 1)
     )`
     yield* sql`INSERT INTO timers_new (namespace, id, shard_id, execute_at, next_fire_at, callback_url, payload,
         retry_policy, callback_timeout_seconds, state, attempts, firing_id, first_attempt_at, created_at, updated_at,

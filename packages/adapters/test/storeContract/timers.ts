@@ -17,7 +17,7 @@ export const timersContract = (test: ContractTest) => {
       expect(yield* store.getTimer({ namespace: NS, id: "a" })).toStrictEqual(Option.some(timer))
     }))
 
-    test("a NATS subject as the target, and the command that armed a timer, round-trip; a target replaces the other kind", Effect.gen(function*() {
+    test("a NATS subject or a Kafka topic as the target, and the command that armed a timer, round-trip; a target replaces the other kind", Effect.gen(function*() {
       const { store } = yield* services
       const { callbackUrl: _u, ...base } = makeTimer("nats", { payload: { x: 1 } })
       const published: TimerRecord = {
@@ -34,6 +34,9 @@ export const timersContract = (test: ContractTest) => {
       const back: TimerRecord = { ...rest, natsSubject: "orders.later", firingId: "firing-nats-3" }
       yield* store.upsertTimer(back)
       expect(yield* mustGet(published)).toStrictEqual(back)
+      const kafka: TimerRecord = { ...rest, kafkaTopic: "orders.reminders", firingId: "firing-nats-4" }
+      yield* store.upsertTimer(kafka)
+      expect(yield* mustGet(published)).toStrictEqual(kafka)
     }))
 
     test("replaces every field of an existing timer but keeps its createdAt", Effect.gen(function*() {

@@ -24,10 +24,8 @@ const MAX_ID_LENGTH = 255
 export const commandTimerId = (tenantId: string, serviceCallId: string) =>
   `${encodeURIComponent(tenantId)}/${encodeURIComponent(serviceCallId)}`
 
-/** Where the DueTimeReached of command-made timers goes. */
-export interface CommandTarget {
-  readonly natsSubject: string
-}
+/** Where the DueTimeReached of command-made timers goes: the events destination of the broker the command came by. */
+export type CommandTarget = { readonly natsSubject: string } | { readonly kafkaTopic: string }
 
 /** What became of one command: what the store did, or why the command was refused. */
 export type CommandOutcome = Either.Either<CommandResult, Rejection>
@@ -85,7 +83,7 @@ const make = (namespaceName: string) =>
         shardId: shardIdOf(key.id, namespace.numShards),
         executeAt: command.payload.dueAt,
         nextFireAt: command.payload.dueAt,
-        natsSubject: target.natsSubject,
+        ...target,
         origin: {
           tenantId,
           serviceCallId,
