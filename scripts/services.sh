@@ -49,7 +49,19 @@ ensure_nats() {
   echo "==> NATS is up on 127.0.0.1:4222"
 }
 
+# librdkafka's headers and library: the Kafka tests build a mock-cluster launcher with them.
+ensure_librdkafka() {
+  if [ ! -f /usr/include/librdkafka/rdkafka_mock.h ]; then
+    echo "==> installing librdkafka-dev (the Kafka tests' mock cluster)"
+    apt-get install -y -qq librdkafka-dev >/dev/null 2>&1 \
+      || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq librdkafka-dev >/dev/null; }
+  fi
+  [ -f /usr/include/librdkafka/rdkafka_mock.h ] || { echo "librdkafka-dev could not be installed" >&2; exit 1; }
+  echo "==> librdkafka-dev is installed"
+}
+
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
   ensure_postgres
   ensure_nats
+  ensure_librdkafka
 fi

@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 . scripts/services.sh
 ensure_postgres
 ensure_nats
+ensure_librdkafka
 ensure_deps
 build
 typecheck_tests

@@ -6,7 +6,7 @@ import { DEFAULT_ENGINE_SETTINGS, formatDurationMillis, parseDurationMillis } fr
 import { Config, ConfigError, Either, Option } from "effect"
 import { randomBytes } from "node:crypto"
 import { hostname } from "node:os"
-import { NatsConfig } from "./NatsConfig.js"
+import { BrokerConfig } from "./BrokerConfig.js"
 
 /** Longest timer delay Node supports (2^31 − 1 ms, about 24.8 days); longer sleeps would never wake. */
 const MAX_SLEEP_MS = 2 ** 31 - 1
@@ -71,7 +71,8 @@ export const describeSettings = (settings: ServerSettings) => ({
     nats: Option.match(settings.brokers.nats, {
       onNone: () => "off (TIMER_NATS_URL is not set)",
       onSome: (nats) => ({ ...nats, url: nats.url.split(",").map((server) => hidePassword(server.trim())).join(",") })
-    })
+    }),
+    kafka: Option.getOrElse(settings.brokers.kafka, () => "off (TIMER_KAFKA_BROKERS is not set)")
   }
 })
 
@@ -131,7 +132,7 @@ export const ServerConfig = Config.all({
     Config.withDefault("json" as const),
     Config.withDescription("Log format")
   ),
-  brokers: NatsConfig
+  brokers: BrokerConfig
 })
 
 /** The server's settings, decoded. */

@@ -1,6 +1,6 @@
 /**
  * The composition of the whole service for given settings: store → engine →
- * timer service → HTTP, and NATS (commands in, firings out) when configured. main.ts launches it; tests build it in-process.
+ * timer service → HTTP, and NATS and Kafka (commands in, firings out) when configured. main.ts launches it; tests build it in-process.
  */
 import { NodeHttpClient } from "@effect/platform-node"
 import { layerPgStore, layerPgWakeups, layerSqliteStore, layerWebhookDelivery } from "@timer/adapters"
@@ -14,6 +14,7 @@ import {
   type TimerStore,
   TimerWakeups
 } from "@timer/core"
+import { KafkaConnection, layerKafkaCommands, layerKafkaDelivery } from "@timer/broker-kafka"
 import { layerNatsCommands, layerNatsDelivery, NatsConnection } from "@timer/broker-nats"
 import { Effect, FiberRef, HashSet, Layer, Logger, LogLevel, Option } from "effect"
 import { layerHttpServer } from "./http/HttpServer.js"
@@ -65,20 +66,32 @@ export const makeServerLayer = (settings: ServerSettings) => {
     instanceTtlMs: settings.instanceTtlMs,
     exclusive: settings.db._tag === "Sqlite",
     rebalanceIntervalMs: settings.rebalanceIntervalMs,
-    natsEnabled: Option.isSome(settings.brokers.nats)
+    natsEnabled: Option.isSome(settings.brokers.nats),
+    kafkaEnabled: Option.isSome(settings.brokers.kafka)
   })
-  // Webhooks always; with NATS, timers that name a natsSubject are published there, and
-  // ScheduleTimer/CancelTimer commands are read from JetStream.
+  // Webhooks always; with NATS or Kafka, timers that name a natsSubject or kafkaTopic are published
+  // there, and ScheduleTimer/CancelTimer commands are read from the broker.
   const webhooks = layerWebhookDelivery.pipe(Layer.provide(NodeHttpClient.layerUndici))
   const nats = Option.map(settings.brokers.nats, NatsConnection.layer)
-  const delivery = Option.match(nats, {
+  const kafka = Option.map(settings.brokers.kafka, KafkaConnection.layer)
+  const withNats = Option.match(nats, {
     onNone: () => webhooks,
     onSome: (connection) => layerNatsDelivery(webhooks).pipe(Layer.provide(connection))
   })
-  const commands = Option.match(nats, {
-    onNone: () => Layer.empty,
-    onSome: (connection) => layerNatsCommands(settings.brokers.commandNamespace).pipe(Layer.provide(connection))
+  const delivery = Option.match(kafka, {
+    onNone: () => withNats,
+    onSome: (connection) => layerKafkaDelivery(withNats).pipe(Layer.provide(connection))
   })
+  const commands = Layer.mergeAll(
+    Option.match(nats, {
+      onNone: () => Layer.empty,
+      onSome: (connection) => layerNatsCommands(settings.brokers.commandNamespace).pipe(Layer.provide(connection))
+    }),
+    Option.match(kafka, {
+      onNone: () => Layer.empty,
+      onSome: (connection) => layerKafkaCommands(settings.brokers.commandNamespace).pipe(Layer.provide(connection))
+    })
+  )
   const engine = Engine.layer.pipe(Layer.provide(delivery))
   const core = Timers.layer.pipe(
     Layer.provideMerge(engine),
