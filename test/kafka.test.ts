@@ -10,6 +10,8 @@
  */
 import { DueTimeReached } from "@timer/core"
 import { Schema } from "effect"
+import { readFileSync } from "node:fs"
+import { join } from "node:path"
 import { afterAll, afterEach, describe, expect, it } from "vitest"
 import { kafkaClient, kafkaEnv, type MockKafka, startMockKafka, type TopicMessage } from "./support/kafka.js"
 import { createSchema } from "./support/postgres.js"
@@ -120,15 +122,23 @@ describe("Kafka", () => {
     const common = { ...env, TIMER_DB_URL: schema.url }
     const dirs = [makeTempDir(), makeTempDir()]
     cleanups.push(async () => dirs.forEach(removeDir))
-    await Promise.all(dirs.map((dir, i) => startServer({ dir, env: { ...common, TIMER_INSTANCE_ID: `k${i + 1}` } })))
+    const logs = dirs.map((dir) => join(dir, "server.log"))
+    await Promise.all(dirs.map((dir, i) => startServer({ dir, env: { ...common, TIMER_INSTANCE_ID: `k${i + 1}` }, logFile: logs[i]! })))
     const commands = Array.from({ length: N }, (_, i) => schedule(`two-${i}`, Date.now() + 3_000))
     await client.produce("timer.commands", commands)
     const events = await client.read("timer.events", N, 60_000)
     const calls = byCall(events)
     const missing = commands.filter((c) => !calls.has(c.value.payload.serviceCallId)).length
     const firedBy = new Set(events.map((m) => m.headers["x-timer-instance"]))
-    report.twoInstances = { commands: N, events: events.length, missing, firedBy: [...firedBy] }
+    // The partitions each instance read after the last rebalance.
+    const partitions = logs.map((log) => {
+      const joins = readFileSync(log, "utf8").split("\n").filter((line) => line.includes("joined the Kafka consumer group"))
+      const last = joins.at(-1)
+      return last === undefined ? 0 : Number(JSON.parse(last).annotations.partitions)
+    })
+    report.twoInstances = { commands: N, events: events.length, missing, firedBy: [...firedBy], partitionsByInstance: partitions }
     expect(missing, "commands whose timer never fired").toBe(0)
+    expect(partitions, "commands partitions read by each instance").toEqual([2, 2])
   }, 120_000)
 
   it("a SIGKILL while commands are taken in loses none of them", async () => {

@@ -82,6 +82,13 @@ export const runKafkaCommandConsumer = Effect.gen(function*() {
     sessionTimeout: settings.sessionTimeoutMs,
     heartbeatInterval: Math.max(100, Math.floor(settings.sessionTimeoutMs / 10))
   })
+  // Which partitions this instance reads, after every rebalance.
+  consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
+    const partitions = Object.values(payload.memberAssignment).reduce((n, list) => n + list.length, 0)
+    Runtime.runFork(runtime)(Effect.logInfo("joined the Kafka consumer group").pipe(
+      Effect.annotateLogs({ group: settings.groupId, partitions, assignment: JSON.stringify(payload.memberAssignment) })
+    ))
+  })
   yield* Effect.acquireRelease(
     kafkaCall("connect the consumer", () => consumer.connect()),
     () =>
