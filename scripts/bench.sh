@@ -5,11 +5,12 @@
 # (packages/server/bench); then firing on PostgreSQL with one and with three
 # instances (bench/pgFiring.mjs; starts the local PostgreSQL if it is stopped);
 # then commands in and DueTimeReached out over NATS (packages/broker-nats/bench;
-# starts the local NATS if it is stopped).
-# Prints tables; writes .bench/bench.json, .bench/engine.json, .bench/pg-firing.json
-# and .bench/nats.json.
+# starts the local NATS if it is stopped) and over Kafka (packages/broker-kafka/bench,
+# against librdkafka's mock cluster).
+# Prints tables; writes .bench/bench.json, .bench/engine.json, .bench/pg-firing.json,
+# .bench/nats.json and .bench/kafka.json.
 # BENCH_CREATES, BENCH_FIRE, BENCH_PHASE_LIMIT_S, BENCH_ENGINE_TIMERS, BENCH_PG_FIRE,
-# BENCH_PG_INSTANCES and BENCH_NATS_COMMANDS change the sizes and the time bound.
+# BENCH_PG_INSTANCES, BENCH_NATS_COMMANDS and BENCH_KAFKA_COMMANDS change the sizes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -22,3 +23,5 @@ ensure_postgres
 node bench/pgFiring.mjs
 ensure_nats
 node packages/broker-nats/bench/natsBench.mjs
+ensure_librdkafka
+node packages/broker-kafka/bench/kafkaBench.mjs
