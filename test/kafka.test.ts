@@ -96,7 +96,10 @@ describe("Kafka", () => {
     const { client, dir, env } = await setUp()
     await startServer({ dir, env })
     const now = Date.now()
+    const repeated = schedule("sc-repeat", now + 1_000)
     await client.produce("timer.commands", [
+      repeated,
+      repeated,
       { key: "bad", value: "{not json" },
       { key: "bad", value: { ...schedule("x", now).value, type: "Explode" } },
       { key: "bad", value: schedule("", now).value },
@@ -110,8 +113,8 @@ describe("Kafka", () => {
     expect(dead.map((m) => m.headers["timer-dlq-reason"]).sort()).toEqual(["InvalidCommand", "InvalidJson", "UnknownType"])
     expect(dead.map((m) => m.text)).toContain("{not json")
     await sleep(3_000)
-    const events = byCall(await client.read("timer.events", 2, 20_000))
-    expect([...events.entries()].sort()).toEqual([["sc-move", 1], ["sc-past", 1]])
+    const events = byCall(await client.read("timer.events", 3, 20_000))
+    expect([...events.entries()].sort()).toEqual([["sc-move", 1], ["sc-past", 1], ["sc-repeat", 1]])
   }, 90_000)
 
   it("two instances on PostgreSQL in one consumer group take the commands and fire every timer", async () => {
