@@ -2,8 +2,8 @@
  * The Kafka adapter as layers: the delivery of kafkaTopic timers (in front of
  * another delivery for the rest), and the command consumer.
  */
-import { CommandIntake, type EngineConfig, type StoreError, TimerDelivery, type TimerStore, type TimerWakeups } from "@timer/core"
-import { Effect, Layer } from "effect"
+import { CommandIntake, type EngineConfig, layerDeliveryRoute, type StoreError, type TimerDelivery, type TimerStore, type TimerWakeups } from "@timer/core"
+import { Layer } from "effect"
 import { runKafkaCommandConsumer } from "./KafkaCommandConsumer.js"
 import type { KafkaConnection } from "./KafkaConnection.js"
 import { makeKafkaDelivery } from "./KafkaDelivery.js"
@@ -13,16 +13,7 @@ import type { KafkaError } from "./KafkaError.js"
 export const layerKafkaDelivery = <E, R>(
   others: Layer.Layer<TimerDelivery, E, R>
 ): Layer.Layer<TimerDelivery, E, R | KafkaConnection> =>
-  Layer.effect(
-    TimerDelivery,
-    Effect.gen(function*() {
-      const kafka = yield* makeKafkaDelivery
-      const fallback = yield* TimerDelivery
-      return TimerDelivery.of({
-        deliver: (request) => (request.timer.kafkaTopic === undefined ? fallback.deliver(request) : kafka.deliver(request))
-      })
-    })
-  ).pipe(Layer.provide(others))
+  layerDeliveryRoute((timer) => timer.kafkaTopic !== undefined, makeKafkaDelivery, others)
 
 /** Reads commands for the life of the layer, into timers of `namespace`. */
 export const layerKafkaCommands = (

@@ -2,7 +2,7 @@
  * The delivery port: carries one firing of a timer to its target (a webhook
  * or a broker subject) and says how it went.
  */
-import { Context, type Effect } from "effect"
+import { Context, Effect, Layer } from "effect"
 import type { TimerRecord } from "./Timer.js"
 import { formatTimestamp } from "./Timestamp.js"
 
@@ -55,3 +55,25 @@ export const DeliveryOutcome = {
 export class TimerDelivery extends Context.Tag("@timer/TimerDelivery")<TimerDelivery, {
   readonly deliver: (request: DeliveryRequest) => Effect.Effect<DeliveryOutcome>
 }>() {}
+
+/**
+ * A delivery that sends the timers `handles` picks through the delivery `make`
+ * builds, and every other timer through `others` (how broker adapters stand in
+ * front of webhooks).
+ */
+export const layerDeliveryRoute = <E1, R1, E2, R2>(
+  handles: (timer: TimerRecord) => boolean,
+  make: Effect.Effect<Context.Tag.Service<TimerDelivery>, E1, R1>,
+  others: Layer.Layer<TimerDelivery, E2, R2>
+): Layer.Layer<TimerDelivery, E1 | E2, Exclude<R1, TimerDelivery> | R2> =>
+  Layer.effect(
+    TimerDelivery,
+    Effect.gen(function*() {
+      const routed = yield* make
+      const fallback = yield* TimerDelivery
+      return TimerDelivery.of({
+        deliver: (request) => (handles(request.timer) ? routed.deliver(request) : fallback.deliver(request))
+      })
+    })
+  ).pipe(Layer.provide(others))
+
