@@ -382,3 +382,10 @@ export const stepTo = <E = never, R = never>(
       yield* check(now)
     }
   })
+
+/** Every delivery call of a timer over all instances, with the instance that made it. */
+export const deliveriesOf = (instances: ReadonlyArray<Instance>, timerId: string) =>
+  instances.flatMap((instance) => instance.delivery.callsOf(timerId).map((call) => ({ by: instance.id, at: call.at })))
+
+/** The shard ids of the default namespace. */
+export const ALL_SHARDS = Array.from({ length: NUM_SHARDS }, (_, shardId) => shardId)
