@@ -12,36 +12,24 @@ import { DueTimeReached } from "@timer/core"
 import { Schema } from "effect"
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
-import { afterAll, afterEach, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { kafkaClient, kafkaEnv, type MockKafka, startMockKafka, type TopicMessage } from "./support/kafka.js"
 import { createSchema } from "./support/postgres.js"
-import { killAllServers, makeTempDir, removeDir, sleep, startServer } from "./support/server.js"
-import { writeReport } from "./support/util.js"
+import { makeTempDir, removeDir, sleep, startServer } from "./support/server.js"
+import { useTestHooks } from "./support/testHooks.js"
 
 const decodeEvent = Schema.decodeUnknownSync(Schema.parseJson(DueTimeReached), { onExcessProperty: "error" })
 const TOPICS = ["timer.commands:4", "timer.events:4", "timer.commands.dlq:1"]
 
-let cleanups: Array<() => Promise<void>> = []
-const report: Record<string, unknown> = { generatedAt: new Date().toISOString() }
-
-afterEach(async () => {
-  const steps = cleanups.reverse()
-  cleanups = []
-  for (const step of steps) await step().catch((error) => console.error(`cleanup step failed: ${String(error)}`))
-  await killAllServers()
-})
-
-afterAll(() => {
-  if (Object.keys(report).length > 1) console.log(`e2e report written to ${writeReport("e2e-kafka.json", report)}`)
-})
+const { defer, report } = useTestHooks("e2e-kafka.json")
 
 const setUp = async () => {
   const cluster: MockKafka = await startMockKafka(1, TOPICS)
-  cleanups.push(() => cluster.stop())
+  defer(() => cluster.stop())
   const client = kafkaClient(cluster.bootstrap)
-  cleanups.push(() => client.close())
+  defer(() => client.close())
   const dir = makeTempDir()
-  cleanups.push(async () => removeDir(dir))
+  defer(async () => removeDir(dir))
   return { cluster, client, dir, env: kafkaEnv(cluster.bootstrap) }
 }
 
@@ -121,10 +109,10 @@ describe("Kafka", () => {
     const N = 400
     const { client, env } = await setUp()
     const schema = await createSchema("kafka")
-    cleanups.push(() => schema.drop())
+    defer(() => schema.drop())
     const common = { ...env, TIMER_DB_URL: schema.url }
     const dirs = [makeTempDir(), makeTempDir()]
-    cleanups.push(async () => dirs.forEach(removeDir))
+    defer(async () => dirs.forEach(removeDir))
     const logs = dirs.map((dir) => join(dir, "server.log"))
     await Promise.all(dirs.map((dir, i) => startServer({ dir, env: { ...common, TIMER_INSTANCE_ID: `k${i + 1}` }, logFile: logs[i]! })))
     const commands = Array.from({ length: N }, (_, i) => schedule(`two-${i}`, Date.now() + 3_000))

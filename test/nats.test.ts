@@ -16,40 +16,28 @@
  */
 import { DueTimeReached } from "@timer/core"
 import { Schema } from "effect"
-import { afterAll, afterEach, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { connectNats, natsNames, type NatsTestClient, type StoredMessage, startPrivateNatsServer, TEST_NATS_URL } from "./support/nats.js"
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
-import { killAllServers, makeTempDir, removeDir, sleep, startServer } from "./support/server.js"
-import { writeReport } from "./support/util.js"
+import { makeTempDir, removeDir, sleep, startServer } from "./support/server.js"
+import { useTestHooks } from "./support/testHooks.js"
 
 const decodeEvent = Schema.decodeUnknownSync(Schema.parseJson(DueTimeReached), { onExcessProperty: "error" })
 const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
 
-let cleanups: Array<() => Promise<void>> = []
-const report: Record<string, unknown> = { generatedAt: new Date().toISOString() }
-
-afterEach(async () => {
-  const steps = cleanups.reverse()
-  cleanups = []
-  for (const step of steps) await step().catch((error) => console.error(`cleanup step failed: ${String(error)}`))
-  await killAllServers()
-})
-
-afterAll(() => {
-  if (Object.keys(report).length > 1) console.log(`e2e report written to ${writeReport("e2e-nats.json", report)}`)
-})
+const { defer, report } = useTestHooks("e2e-nats.json")
 
 /** A client, names of the test's own and a server using them on a database directory of its own. */
 const setUp = async (url = TEST_NATS_URL) => {
   const names = natsNames()
   const client = await connectNats(url)
-  cleanups.push(async () => {
+  defer(async () => {
     await client.deleteStreams(names.streams)
     await client.close()
   })
   const dir = makeTempDir()
-  cleanups.push(async () => removeDir(dir))
+  defer(async () => removeDir(dir))
   let starts = 0
   /** Starts the server (again); its whole log goes to a file, read by `logLines`. */
   const start = () => startServer({ dir, env: names.env(url), logFile: join(dir, `server-${++starts}.log`) })
@@ -231,7 +219,7 @@ describe("NATS JetStream", () => {
 
   it("loses nothing when the NATS server is killed and restarted mid-run", async () => {
     const nats = await startPrivateNatsServer()
-    cleanups.push(() => nats.dispose())
+    defer(() => nats.dispose())
     const { client, names } = await setUp(nats.url)
     const before = Array.from({ length: 300 }, (_, i) => schedule(`before-${i}`, Date.now() + 1_000 + i * 10))
     await publishAll(client, names.commandsSubject, before)

@@ -5,15 +5,14 @@
  * process's whole log and prints where); and a report of figures written to
  * .bench/<name> after the file's tests.
  */
-import { cpus, loadavg } from "node:os"
-import { afterAll, afterEach, expect } from "vitest"
+import { loadavg } from "node:os"
+import { expect } from "vitest"
 import { type Cluster, makeCluster } from "./cluster.js"
 import { ALL_SHARDS, NAMESPACE, NUM_SHARDS } from "./multiScenario.js"
 import { countByOwner, type OwnershipPoller, startOwnershipPoller, waitBalanced } from "./ownership.js"
 import { createSchema, type TestSchema } from "./postgres.js"
 import { type Receiver, startReceiver } from "./receiver.js"
-import { killAllServers } from "./server.js"
-import { writeReport } from "./util.js"
+import { useTestHooks } from "./testHooks.js"
 
 /** What one test runs against. */
 export interface Setting {
@@ -31,45 +30,20 @@ export const load = () => loadavg().map((l) => Math.round(l * 100) / 100)
  * written to .bench/`reportName` after the file's tests.
  */
 export const useMultiSetting = (reportName: string) => {
-  let current: Array<() => Promise<void>> = []
-  let keepLogs: Array<() => void> = []
-  const report: Record<string, unknown> = {
-    generatedAt: new Date().toISOString(),
-    machine: { cpus: cpus().length, node: process.version }
-  }
-
-  afterEach(async (ctx) => {
-    // A failed test keeps its processes' whole logs (the path is printed).
-    if (ctx.task.result?.state === "fail") for (const keep of keepLogs) keep()
-    keepLogs = []
-    const steps = current
-    current = []
-    for (const step of steps) {
-      try {
-        await step()
-      } catch (error) {
-        console.error(`cleanup step failed: ${String(error)}`)
-      }
-    }
-    await killAllServers()
-  })
-
-  afterAll(async () => {
-    await killAllServers()
-    if (Object.keys(report).length > 2) console.log(`e2e report written to ${writeReport(reportName, report)}`)
-  })
+  const { defer, ifFailed, report } = useTestHooks(reportName)
 
   /** A fresh schema, poller, receiver and cluster (every process gets `env`), torn down after the test. */
   const setUp = async (ctx: { onTestFailed: (f: () => void) => void }, env: Record<string, string> = {}): Promise<Setting> => {
     const schema = await createSchema()
-    current.push(() => schema.drop())
+    defer(() => schema.drop())
     const poller = await startOwnershipPoller(schema.url)
-    current.unshift(() => poller.stop())
+    defer(() => poller.stop())
     const receiver = await startReceiver()
-    current.unshift(() => receiver.close())
+    defer(() => receiver.close())
     const cluster = makeCluster(schema.url, { TIMER_LOG_LEVEL: "info", ...env })
-    current.unshift(() => cluster.close())
-    keepLogs.push(() => cluster.keepLogs())
+    defer(() => cluster.close())
+    // A failed test keeps its processes' whole logs (the path is printed).
+    ifFailed(() => cluster.keepLogs())
     ctx.onTestFailed(() => {
       console.error(`--- schema ${schema.schema}; shards now: ${JSON.stringify(Object.fromEntries(countByOwner(poller.current())))} ---`)
       console.error(`--- instance events: ${JSON.stringify(poller.instanceEvents)}`)

@@ -3,7 +3,7 @@
  * created here: Kafka creates them on first use where the cluster allows it,
  * and production clusters usually have them made by their operators.
  */
-import { Context, Duration, Effect, Layer } from "effect"
+import { Context, Duration, Effect, Layer, Runtime } from "effect"
 import { Kafka, logLevel, Partitioners, type Producer } from "kafkajs"
 import { type KafkaError, kafkaCall } from "./KafkaError.js"
 import type { KafkaSettings } from "./KafkaSettings.js"
@@ -18,14 +18,16 @@ export class KafkaConnection extends Context.Tag("@timer/KafkaConnection")<Kafka
   static layer = (settings: KafkaSettings): Layer.Layer<KafkaConnection, KafkaError> => Layer.scoped(KafkaConnection, make(settings))
 }
 
-/** kafkajs logs through Effect's logger, warnings and errors only. */
-const logCreator = () => ({ namespace, label, log }: { namespace: string; label: string; log: { message: string } }) => {
+/** kafkajs logs through the service's logger (its format and level), warnings and errors only. */
+const logCreatorFor = (runtime: Runtime.Runtime<never>) => () =>
+({ namespace, label, log }: { namespace: string; label: string; log: { message: string } }) => {
   const line = `kafkajs ${namespace}: ${log.message}`
-  Effect.runFork(label === "ERROR" ? Effect.logError(line) : Effect.logWarning(line))
+  Runtime.runFork(runtime)(label === "ERROR" ? Effect.logError(line) : Effect.logWarning(line))
 }
 
 const make = (settings: KafkaSettings) =>
   Effect.gen(function*() {
+    const logCreator = logCreatorFor(yield* Effect.runtime<never>())
     const kafka = new Kafka({
       clientId: settings.clientId,
       brokers: [...settings.brokers],
