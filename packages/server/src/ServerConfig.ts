@@ -57,12 +57,10 @@ export const parseDbUrl = (url: string): Either.Either<DbLocation, string> => {
 /** The database location as logged: a PostgreSQL URL without its password. */
 export const describeDb = (db: DbLocation): string => {
   if (db._tag === "Sqlite") return `sqlite:${db.filename}`
-  const url = new URL(db.url)
-  if (url.password !== "") url.password = "***"
-  return url.toString()
+  return hidePassword(db.url)
 }
 
-/** The settings as printed by --print-config: passwords hidden, NATS "off" when not configured. */
+/** The settings as printed by --print-config: passwords hidden, a broker "off" when not configured. */
 export const describeSettings = (settings: ServerSettings) => ({
   ...settings,
   db: describeDb(settings.db),
