@@ -115,18 +115,22 @@ describe("Kafka", () => {
     defer(async () => dirs.forEach(removeDir))
     const logs = dirs.map((dir) => join(dir, "server.log"))
     await Promise.all(dirs.map((dir, i) => startServer({ dir, env: { ...common, TIMER_INSTANCE_ID: `k${i + 1}` }, logFile: logs[i]! })))
+    // The partitions each instance read after its last rebalance.
+    const assigned = () =>
+      logs.map((log) => {
+        const joins = readFileSync(log, "utf8").split("\n").filter((line) => line.includes("joined the Kafka consumer group"))
+        const last = joins.at(-1)
+        return last === undefined ? 0 : Number(JSON.parse(last).annotations.partitions)
+      })
+    // The commands go out once the group has settled over both (bounded: the assertion below tells if it never does).
+    for (const deadline = Date.now() + 30_000; Date.now() < deadline && assigned().some((n) => n === 0);) await sleep(100)
     const commands = Array.from({ length: N }, (_, i) => schedule(`two-${i}`, Date.now() + 3_000))
     await client.produce("timer.commands", commands)
     const events = await client.read("timer.events", N, 60_000)
     const calls = byCall(events)
     const missing = commands.filter((c) => !calls.has(c.value.payload.serviceCallId)).length
     const firedBy = new Set(events.map((m) => m.headers["x-timer-instance"]))
-    // The partitions each instance read after the last rebalance.
-    const partitions = logs.map((log) => {
-      const joins = readFileSync(log, "utf8").split("\n").filter((line) => line.includes("joined the Kafka consumer group"))
-      const last = joins.at(-1)
-      return last === undefined ? 0 : Number(JSON.parse(last).annotations.partitions)
-    })
+    const partitions = assigned()
     report.twoInstances = { commands: N, events: events.length, missing, firedBy: [...firedBy], partitionsByInstance: partitions }
     expect(missing, "commands whose timer never fired").toBe(0)
     expect(partitions, "commands partitions read by each instance").toEqual([2, 2])
